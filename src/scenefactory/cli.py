@@ -1,0 +1,136 @@
+"""``scenefactory`` command line: parses flags and calls the jobs in ``scenefactory.drive``.
+
+User errors (bad flag values, unknown engines, missing or incompatible checkpoints, malformed
+scene files) print one clear message and exit with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from scenefactory.errors import UserError
+
+ENGINE_HELP = "simulation engine (kinematic)"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _engine(text: str) -> str:
+    from scenefactory.engines import ENGINES
+
+    if text not in ENGINES:
+        raise argparse.ArgumentTypeError(f"unknown engine '{text}', expected one of {sorted(ENGINES)}")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (names are a contract relied on by docs and tools)."""
+    p = argparse.ArgumentParser(prog="scenefactory", description="Batched driving simulation for RL.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="train, evaluate and render on the embedded default scenes")
+    d.add_argument("--out", type=Path, default=Path("runs/demo"))
+    d.add_argument("--iterations", type=_positive, default=None, help="override the demo's PPO iterations")
+    d.add_argument("--eval-scenes", type=_positive, default=None, help="override the held-out scene count")
+
+    for name, helptext in (
+        ("train", "train a policy with PPO"),
+        ("eval", "evaluate a checkpoint → metrics.json"),
+        ("bench", "measure controlled-agent steps per second"),
+        ("render", "top-down GIF of a policy"),
+    ):
+        cmd = sub.add_parser(name, help=helptext)
+        tasks = cmd.add_subparsers(dest="task", required=True)
+        t = tasks.add_parser("drive", help="multi-agent goal reaching on procedural scenes")
+        t.add_argument("--engine", type=_engine, default="kinematic", help=ENGINE_HELP)
+        t.add_argument("--seed", type=int, default=0)
+        if name == "train":
+            t.add_argument("--worlds", type=_positive, default=128)
+            t.add_argument("--agents", type=_positive, default=8)
+            t.add_argument("--iterations", type=_positive, default=150)
+            t.add_argument("--train-scenes", type=_positive, default=120, help="procedural training scenes")
+            t.add_argument("--out", type=Path, required=True)
+        elif name == "eval":
+            t.add_argument("--checkpoint", type=Path, required=True)
+            t.add_argument("--episodes", type=_positive, default=100, help="held-out scenes to play")
+            t.add_argument("--worlds", type=_positive, default=64, help="worlds run in parallel")
+            t.add_argument("--out", type=Path, required=True)
+        elif name == "bench":
+            t.add_argument("--worlds", type=_positive, default=256)
+            t.add_argument("--agents", type=_positive, default=16)
+            t.add_argument("--steps", type=_positive, default=30, help="timed steps after warm-up")
+            t.add_argument("--baseline", action="store_true", help="non-vectorized reference")
+            t.add_argument("--out", type=Path, required=True)
+        else:
+            t.add_argument("--checkpoint", type=Path, required=True)
+            t.add_argument("--panels", type=_positive, default=4, help="scenes shown side by side (1-4)")
+            t.add_argument("--out", type=Path, required=True)
+    return p
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the command; raises :class:`UserError` on bad input."""
+    args = build_parser().parse_args(argv)
+    from scenefactory import drive
+
+    if args.command == "demo":
+        metrics = drive.demo(
+            args.out, iterations=args.iterations, eval_scenes_n=args.eval_scenes or drive.DEMO_EVAL_SCENES
+        )
+        print(f"demo report: {args.out / 'report.md'}")
+        print(json.dumps({k: metrics[k] for k in ("goal_reach_rate", "collision_rate", "episodes")}))
+    elif args.command == "train":
+        targs = drive.TrainArgs(
+            out=args.out,
+            engine=args.engine,
+            worlds=args.worlds,
+            agents=args.agents,
+            iterations=args.iterations,
+            seed=args.seed,
+            num_train_scenes=args.train_scenes,
+        )
+        trainer = drive.train(targs)
+        print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
+    elif args.command == "eval":
+        m = drive.evaluate_checkpoint(
+            args.checkpoint, args.engine, args.episodes, args.seed, args.out, args.worlds
+        )
+        print(
+            json.dumps({k: m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")})
+        )
+        print(f"metrics: {args.out / 'metrics.json'}")
+    elif args.command == "bench":
+        r = drive.bench(args.engine, args.worlds, args.agents, args.baseline, args.steps, args.out, args.seed)
+        print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
+    elif args.command == "render":
+        path = drive.render(args.checkpoint, args.engine, args.out, args.seed, args.panels)
+        print(f"video: {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: user errors become one line on stderr and exit status 2."""
+    try:
+        return run(argv)
+    except UserError as exc:
+        print(f"scenefactory: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("scenefactory: interrupted (the last checkpoint written is intact)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The engine protocol every simulation tier implements, and the typed batched vehicle state.
+
+Every engine simulates ``num_worlds`` worlds of ``agents_per_world`` vehicles. The task never knows
+which engine runs: it sends normalized actions ``[num_worlds, agents_per_world, 2]`` = ``[steer,
+accel]`` in [-1, 1] and reads a :class:`VehicleState`. The meaning of an action is fixed here, in
+:func:`actions_to_controls`, so it is the same on every tier:
+
+- ``steer`` → target front-wheel angle ``δ* = steer · max_steer_rad``; the wheel angle moves toward
+  it no faster than ``max_steer_rate_radps``.
+- ``accel`` ≥ 0 → longitudinal acceleration ``accel · max_accel_mps2``; ``accel`` < 0 → braking,
+  deceleration ``-accel · max_brake_mps2``, which stops the car (no reverse gear).
+
+Inactive agents (finished, crashed, off-road, or padding) are removed from the dynamics: they do not
+move and the task ignores them until their world resets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass(frozen=True)
+class VehicleParams:
+    """A passenger car's limits, shared by every tier so that actions mean the same thing.
+
+    Defaults: a mid-size car (wheelbase 2.7 m, centre of mass mid-wheelbase), comfortable-to-firm
+    acceleration, an emergency brake near the dry-road friction limit (≈ 0.8 g), 34° maximum road
+    wheel angle, and a steering rate a driver reaches in a quick lane change.
+    """
+
+    wheelbase_m: float = 2.7
+    rear_axle_to_com_m: float = 1.35
+    length_m: float = 4.5
+    width_m: float = 1.9
+    max_steer_rad: float = 0.6
+    max_steer_rate_radps: float = 1.5
+    max_accel_mps2: float = 4.0
+    max_brake_mps2: float = 8.0
+    max_speed_mps: float = 25.0
+
+    def __post_init__(self) -> None:
+        """Reject non-physical values at construction."""
+        for name in (
+            "wheelbase_m",
+            "length_m",
+            "width_m",
+            "max_steer_rad",
+            "max_steer_rate_radps",
+            "max_accel_mps2",
+            "max_brake_mps2",
+            "max_speed_mps",
+        ):
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"VehicleParams.{name} must be positive, got {getattr(self, name)}")
+        if not 0.0 < self.rear_axle_to_com_m < self.wheelbase_m:
+            raise ValueError(
+                f"VehicleParams.rear_axle_to_com_m must lie in (0, wheelbase_m={self.wheelbase_m}), "
+                f"got {self.rear_axle_to_com_m}"
+            )
+
+
+@dataclass(frozen=True)
+class VehicleState:
+    """Batched vehicle state, every field ``[num_worlds, agents_per_world, ...]`` (float32 unless noted).
+
+    - ``pos_xy``    (W, K, 2) centre of mass in the world frame [m].
+    - ``yaw``       (W, K) heading, counter-clockwise from +x [rad].
+    - ``vel_xy``    (W, K, 2) velocity in the world frame [m/s].
+    - ``vel_b``     (W, K, 2) velocity in the body frame (x forward, y left) [m/s].
+    - ``speed``     (W, K) speed of the centre of mass, ≥ 0 when moving forward [m/s].
+    - ``yaw_rate``  (W, K) [rad/s].
+    - ``steer``     (W, K) front road-wheel angle [rad].
+    - ``accel``     (W, K) longitudinal acceleration over the last step [m/s²].
+    - ``valid``     (W, K) bool, the agent exists in this world.
+    """
+
+    pos_xy: torch.Tensor
+    yaw: torch.Tensor
+    vel_xy: torch.Tensor
+    vel_b: torch.Tensor
+    speed: torch.Tensor
+    yaw_rate: torch.Tensor
+    steer: torch.Tensor
+    accel: torch.Tensor
+    valid: torch.Tensor
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What every tier (kinematic, mujoco, learned) provides."""
+
+    name: str
+    num_worlds: int
+    agents_per_world: int
+    dt: float
+    device: torch.device
+    params: VehicleParams
+
+    def reset(
+        self, world_ids: torch.Tensor, pose: torch.Tensor, speed_mps: torch.Tensor, valid: torch.Tensor
+    ) -> None:
+        """Place the agents of worlds ``world_ids`` (n,) at ``pose`` (n, K, 3: x, y, yaw) with
+        forward speed ``speed_mps`` (n, K), wheels straight; ``valid`` (n, K) marks agents that exist."""
+        ...
+
+    def set_friction(self, world_ids: torch.Tensor, mu: torch.Tensor) -> None:
+        """Set the road friction coefficient ``mu`` (n,) of worlds ``world_ids`` (n,)."""
+        ...
+
+    def step(self, actions: torch.Tensor, active: torch.Tensor) -> VehicleState:
+        """Advance every world by ``dt`` under normalized ``actions`` (W, K, 2); agents with
+        ``active`` (W, K) False do not move. Returns the new state."""
+        ...
+
+    def state(self) -> VehicleState:
+        """The current state without stepping."""
+        ...
+
+
+def actions_to_controls(actions: torch.Tensor, params: VehicleParams) -> tuple[torch.Tensor, torch.Tensor]:
+    """Map normalized ``actions`` (..., 2) = [steer, accel] in [-1, 1] to physical commands.
+
+    Returns ``(steer_target_rad (...), accel_mps2 (...))``; values outside [-1, 1] are clipped, so a
+    policy's unbounded Gaussian sample is safe. Negative accel commands braking (see module docs).
+    """
+    a = actions.clamp(-1.0, 1.0)
+    steer_target = a[..., 0] * params.max_steer_rad
+    throttle = a[..., 1]
+    accel = torch.where(throttle >= 0.0, throttle * params.max_accel_mps2, throttle * params.max_brake_mps2)
+    return steer_target, accel
+
+
+def check_actions(actions: torch.Tensor, num_worlds: int, agents_per_world: int) -> None:
+    """Fail loudly on a wrong action shape or NaN/inf actions (never step on garbage)."""
+    expected = (num_worlds, agents_per_world, 2)
+    if tuple(actions.shape) != expected:
+        raise ValueError(
+            f"actions have shape {tuple(actions.shape)}, expected {expected} (worlds, agents, 2)"
+        )
+    if not bool(torch.isfinite(actions).all()):
+        bad = (~torch.isfinite(actions)).nonzero()[0].tolist()
+        raise FloatingPointError(f"non-finite action at [world, agent, channel] = {bad}")

@@ -1,0 +1,465 @@
+"""The one adapter to rsl-rl (``rsl-rl-lib``, pinned): PPO configs, the VecEnv view of a task,
+the training loop with checkpoints, resume and TensorBoard, and policy loading for evaluation.
+
+Parameter sharing: every controlled agent of every world is one rsl-rl environment
+(``num_envs = worlds × agents``) driven by the same actor and critic.
+
+Masking finished agents: an agent that has finished waits, frozen, until its world resets. Those
+waiting steps (and empty agent slots) are not decisions, so after rsl-rl computes returns we give
+them zero advantage and a return equal to their value estimate, and normalize advantages over the
+real decisions only; they then contribute no policy gradient and no value error. The step that
+ends an agent's episode is reported as ``done`` (so nothing bootstraps across it), and a time-out
+is reported in ``time_outs`` so rsl-rl bootstraps its value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rsl_rl.algorithms import PPO
+from rsl_rl.env import VecEnv
+from rsl_rl.models import MLPModel
+from tensordict import TensorDict
+
+from scenefactory.errors import CheckpointError, UserError
+from scenefactory.evaluation.metrics import EpisodeLog, summarize
+from scenefactory.io import atomic_write_bytes, write_json
+from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving.config import DrivingTaskConfig, task_config_from_dict, task_config_to_dict
+from scenefactory.tasks.driving.env import DrivingEnv, StepResult
+
+CHECKPOINT_FORMAT = "scenefactory.checkpoint/1"
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyper-parameters and network sizes (rsl-rl's PPO with an MLP actor and critic)."""
+
+    num_steps_per_env: int = 32
+    num_learning_epochs: int = 4
+    num_mini_batches: int = 4
+    clip_param: float = 0.2
+    gamma: float = 0.99
+    lam: float = 0.95
+    learning_rate: float = 5e-4
+    entropy_coef: float = 0.003
+    value_loss_coef: float = 1.0
+    max_grad_norm: float = 1.0
+    desired_kl: float = 0.01
+    schedule: str = "adaptive"
+    actor_hidden_dims: tuple[int, ...] = (256, 128, 64)
+    critic_hidden_dims: tuple[int, ...] = (256, 128, 64)
+    activation: str = "elu"
+    init_noise_std: float = 0.5
+    save_interval: int = 10
+
+    def __post_init__(self) -> None:
+        """Validate values that rsl-rl would otherwise accept and misbehave on."""
+        if self.num_steps_per_env < 1 or self.num_learning_epochs < 1 or self.num_mini_batches < 1:
+            raise ValueError("num_steps_per_env, num_learning_epochs and num_mini_batches must be >= 1")
+        if not 0 < self.gamma <= 1 or not 0 <= self.lam <= 1:
+            raise ValueError(f"need 0 < gamma <= 1 and 0 <= lam <= 1, got {self.gamma}, {self.lam}")
+        if self.schedule not in ("adaptive", "fixed"):
+            raise ValueError(f"schedule must be 'adaptive' or 'fixed', got '{self.schedule}'")
+        if self.save_interval < 1:
+            raise ValueError(f"save_interval must be >= 1, got {self.save_interval}")
+
+    def actor_cfg(self) -> dict[str, Any]:
+        """rsl-rl actor model config."""
+        return {
+            "class_name": "MLPModel",
+            "hidden_dims": list(self.actor_hidden_dims),
+            "activation": self.activation,
+            "obs_normalization": True,
+            "distribution_cfg": {
+                "class_name": "GaussianDistribution",
+                "init_std": self.init_noise_std,
+                "std_type": "log",
+            },
+        }
+
+    def rsl_cfg(self) -> dict[str, Any]:
+        """The dict rsl-rl's ``PPO.construct_algorithm`` expects."""
+        return {
+            "num_steps_per_env": self.num_steps_per_env,
+            "save_interval": self.save_interval,
+            "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+            "multi_gpu": None,
+            "algorithm": {
+                "class_name": "PPO",
+                "num_learning_epochs": self.num_learning_epochs,
+                "num_mini_batches": self.num_mini_batches,
+                "clip_param": self.clip_param,
+                "gamma": self.gamma,
+                "lam": self.lam,
+                "learning_rate": self.learning_rate,
+                "entropy_coef": self.entropy_coef,
+                "value_loss_coef": self.value_loss_coef,
+                "max_grad_norm": self.max_grad_norm,
+                "desired_kl": self.desired_kl,
+                "schedule": self.schedule,
+            },
+            "actor": self.actor_cfg(),
+            "critic": {
+                "class_name": "MLPModel",
+                "hidden_dims": list(self.critic_hidden_dims),
+                "activation": self.activation,
+                "obs_normalization": True,
+            },
+        }
+
+
+class DrivingVecEnv(VecEnv):
+    """rsl-rl's view of a :class:`DrivingEnv`: ``num_envs = W·K`` agents, flat tensors."""
+
+    def __init__(self, env: DrivingEnv) -> None:
+        """Wrap ``env``; the last step's result stays available as ``last``."""
+        self.env = env
+        self.num_envs = env.num_worlds * env.agents_per_world
+        self.num_actions = 2
+        self.max_episode_length = env.cfg.max_steps
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=env.device)
+        self.device = env.device
+        self.cfg = task_config_to_dict(env.cfg)
+        self.last: StepResult | None = None
+
+    def get_observations(self) -> TensorDict:
+        """Current observations as ``{"policy": (num_envs, D)}``."""
+        return self._td(self.env.observations())
+
+    def _td(self, obs: torch.Tensor) -> TensorDict:
+        flat = obs.reshape(self.num_envs, -1)
+        return TensorDict({"policy": flat}, batch_size=[self.num_envs], device=self.device)
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Step with flat actions (num_envs, 2); returns rsl-rl's (obs, rewards, dones, extras)."""
+        e = self.env
+        res = e.step(actions.reshape(e.num_worlds, e.agents_per_world, 2))
+        self.last = res
+        self.episode_length_buf = e.step_count.repeat_interleave(e.agents_per_world)
+        extras = {"time_outs": res.time_out.reshape(-1).float()}
+        return self._td(res.obs), res.reward.reshape(-1), res.done.reshape(-1).float(), extras
+
+
+def build_actor(obs_dim: int, ppo: PPOConfig, device: torch.device | str = "cpu") -> MLPModel:
+    """An rsl-rl actor of the right shape (for loading a checkpoint without a PPO object)."""
+    obs = TensorDict({"policy": torch.zeros(1, obs_dim)}, batch_size=[1])
+    kwargs = ppo.actor_cfg()
+    kwargs.pop("class_name")
+    model = MLPModel(obs, {"actor": ["policy"]}, "actor", 2, **kwargs)
+    return model.to(device)
+
+
+def _mask_decisions(alg: PPO, valid: torch.Tensor) -> None:
+    """Zero the advantage of non-decision samples and renormalize over real ones (see module doc)."""
+    st = alg.storage
+    v = valid.unsqueeze(-1)
+    raw = st.returns - st.values
+    sel = raw[v]
+    mean = sel.mean() if sel.numel() else raw.new_zeros(())
+    std = sel.std() if sel.numel() > 1 else raw.new_ones(())
+    st.advantages = torch.where(v, (raw - mean) / (std + 1e-8), torch.zeros_like(raw))
+    st.returns = torch.where(v, st.returns, st.values)
+
+
+# ----------------------------------------------------------------------------------- checkpoints
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """``torch.save`` to memory, then an atomic file write: a crash never leaves a torn checkpoint."""
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a scenefactory checkpoint; a missing or foreign file is a :class:`CheckpointError`."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "checkpoints" / "latest.pt" if (p / "checkpoints").is_dir() else p / "latest.pt"
+    if not p.is_file():
+        raise CheckpointError(
+            f"checkpoint not found: {p} (expected a .pt file written by 'scenefactory train')"
+        )
+    try:
+        data = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as exc:  # torch raises many types for a corrupt file
+        raise CheckpointError(f"{p}: not a readable torch checkpoint ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{p}: not a scenefactory checkpoint (expected format '{CHECKPOINT_FORMAT}')")
+    return data
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A policy restored from a checkpoint: deterministic actions from observations."""
+
+    actor: MLPModel
+    task_cfg: DrivingTaskConfig
+    ppo_cfg: PPOConfig
+    meta: dict[str, Any]
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Mean action (..., 2) for observations (..., D)."""
+        lead = obs.shape[:-1]
+        flat = obs.reshape(-1, obs.shape[-1])
+        td = TensorDict({"policy": flat}, batch_size=[flat.shape[0]])
+        return self.actor(td).reshape(*lead, 2)
+
+
+def ppo_config_from_dict(data: dict[str, Any]) -> PPOConfig:
+    """Inverse of ``asdict(PPOConfig)``."""
+    d = dict(data)
+    for k in ("actor_hidden_dims", "critic_hidden_dims"):
+        d[k] = tuple(d[k])
+    return PPOConfig(**d)
+
+
+def load_policy(path: str | os.PathLike[str], task: str = "drive") -> LoadedPolicy:
+    """Restore the actor of a training checkpoint for task ``task``."""
+    data = load_checkpoint(path)
+    if data.get("task") != task:
+        raise CheckpointError(f"{path}: checkpoint is for task '{data.get('task')}', expected '{task}'")
+    task_cfg = task_config_from_dict(data["task_cfg"])
+    ppo_cfg = ppo_config_from_dict(data["ppo_cfg"])
+    actor = build_actor(int(data["obs_dim"]), ppo_cfg)
+    try:
+        actor.load_state_dict(data["actor_state_dict"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{path}: actor weights do not fit the saved config ({exc})") from exc
+    actor.eval()
+    meta: dict[str, Any] = {k: data[k] for k in ("iteration", "engine", "seed", "obs_dim") if k in data}
+    return LoadedPolicy(actor, task_cfg, ppo_cfg, meta)
+
+
+# -------------------------------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Everything that defines a training run (written to ``config.json`` beside its results)."""
+
+    task: DrivingTaskConfig
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    engine: str = "kinematic"
+    iterations: int = 100
+    seed: int = 0
+    num_train_scenes: int = 120
+    scene_source: str = "procedural"
+
+
+def spec_to_dict(spec: TrainSpec) -> dict[str, Any]:
+    """JSON-ready form of a training spec."""
+    return {
+        "task": task_config_to_dict(spec.task),
+        "ppo": asdict(spec.ppo),
+        "engine": spec.engine,
+        "iterations": spec.iterations,
+        "seed": spec.seed,
+        "num_train_scenes": spec.num_train_scenes,
+        "scene_source": spec.scene_source,
+    }
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+@dataclass
+class IterationStats:
+    """Per-iteration training record (one row of ``history.json``)."""
+
+    iteration: int
+    env_steps: int
+    mean_reward: float
+    fps: float
+    collect_s: float
+    learn_s: float
+    losses: dict[str, float]
+    metrics: dict[str, Any]
+
+    def row(self) -> dict[str, Any]:
+        """Flat dict for the history file and the learning curve."""
+        out = {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "mean_reward": self.mean_reward,
+            "steps_per_s": self.fps,
+            "collect_s": self.collect_s,
+            "learn_s": self.learn_s,
+        }
+        out.update({f"loss_{k}": v for k, v in self.losses.items()})
+        for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "timeout_rate", "episodes"):
+            out[k] = self.metrics.get(k, float("nan"))
+        return out
+
+
+class Trainer:
+    """PPO on a driving task with checkpoints, resume, TensorBoard and a history file.
+
+    Output folder layout: ``config.json``, ``history.json`` (one row per iteration),
+    ``checkpoints/model_<it>.pt`` and ``checkpoints/latest.pt`` (atomic), ``tensorboard/``.
+    """
+
+    def __init__(self, spec: TrainSpec, scenes: Sequence[Scene], out_dir: str | os.PathLike[str]) -> None:
+        """Build env and algorithm; resume from ``out_dir/checkpoints/latest.pt`` if it exists."""
+        self.spec = spec
+        self.out = Path(out_dir)
+        self.ckpt_dir = self.out / "checkpoints"
+        seed_everything(spec.seed)
+        self.env = DrivingEnv(spec.task, scenes, engine=spec.engine, seed=spec.seed)
+        self.vec = DrivingVecEnv(self.env)
+        self.rsl_cfg = spec.ppo.rsl_cfg()
+        with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model architectures
+            self.alg = PPO.construct_algorithm(self.vec.get_observations(), self.vec, self.rsl_cfg, "cpu")
+        self.iteration = 0
+        self.env_steps = 0
+        self.history: list[dict[str, Any]] = []
+        latest = self.ckpt_dir / "latest.pt"
+        if latest.exists():
+            self._resume(latest)
+
+    def _resume(self, path: Path) -> None:
+        data = load_checkpoint(path)
+        saved = data.get("spec")
+        mine = spec_to_dict(self.spec)
+        for key in ("task", "ppo", "engine", "seed", "num_train_scenes", "scene_source"):
+            if saved is None or saved.get(key) != json.loads(json.dumps(mine[key])):
+                raise CheckpointError(
+                    f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
+                    f"(use another --out folder or the same settings)"
+                )
+        self.alg.load(data, None, strict=True)
+        self.iteration = int(data["iteration"])
+        self.env_steps = int(data["env_steps"])
+        self.history = list(data.get("history", []))
+        torch.set_rng_state(data["torch_rng"])
+        self.env.generator.set_state(data["env_rng"])
+
+    def _payload(self) -> dict[str, Any]:
+        saved = self.alg.save()
+        saved.update(
+            {
+                "format": CHECKPOINT_FORMAT,
+                "task": "drive",
+                "engine": self.spec.engine,
+                "seed": self.spec.seed,
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "obs_dim": self.env.obs_dim,
+                "task_cfg": task_config_to_dict(self.spec.task),
+                "ppo_cfg": asdict(self.spec.ppo),
+                "spec": json.loads(json.dumps(spec_to_dict(self.spec))),
+                "history": self.history,
+                "torch_rng": torch.get_rng_state(),
+                "env_rng": self.env.generator.get_state(),
+            }
+        )
+        return saved
+
+    def save(self) -> Path:
+        """Write ``model_<it>.pt`` and ``latest.pt`` atomically; returns the latest path."""
+        payload = self._payload()
+        save_checkpoint(self.ckpt_dir / f"model_{self.iteration}.pt", payload)
+        save_checkpoint(self.ckpt_dir / "latest.pt", payload)
+        return self.ckpt_dir / "latest.pt"
+
+    def run(self, on_iteration: Callable[[IterationStats], None] | None = None) -> list[dict[str, Any]]:
+        """Train until ``spec.iterations`` iterations are done (continuing a resumed run)."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_json(self.out / "config.json", spec_to_dict(self.spec))
+        writer = SummaryWriter(log_dir=str(self.out / "tensorboard"), flush_secs=10)
+        alg, vec, t_steps = self.alg, self.vec, self.spec.ppo.num_steps_per_env
+        episodes = EpisodeLog()
+        ret_sum = torch.zeros(vec.num_envs)
+        finished_returns: list[torch.Tensor] = []
+        obs = vec.get_observations()
+        alg.train_mode()
+        try:
+            while self.iteration < self.spec.iterations:
+                t0 = time.perf_counter()
+                valid = torch.zeros(t_steps, vec.num_envs, dtype=torch.bool)
+                with torch.inference_mode():
+                    for t in range(t_steps):
+                        actions = alg.act(obs)
+                        obs, rewards, dones, extras = vec.step(actions)
+                        res = vec.last
+                        assert res is not None
+                        valid[t] = res.was_active.reshape(-1)
+                        alg.process_env_step(obs, rewards, dones, extras)
+                        ret_sum += rewards
+                        ended = dones.bool()
+                        if ended.any():
+                            finished_returns.append(ret_sum[ended].clone())
+                            ret_sum[ended] = 0.0
+                        episodes.add(res.finished)
+                    t1 = time.perf_counter()
+                    alg.compute_returns(obs)
+                    _mask_decisions(alg, valid)
+                losses = alg.update()
+                t2 = time.perf_counter()
+                self.iteration += 1
+                self.env_steps += t_steps * vec.num_envs
+                metrics = summarize(episodes.cat()) if len(episodes) else {}
+                returns = torch.cat(finished_returns) if finished_returns else torch.zeros(0)
+                stats = IterationStats(
+                    iteration=self.iteration,
+                    env_steps=self.env_steps,
+                    mean_reward=float(returns.mean()) if returns.numel() else float("nan"),
+                    fps=t_steps * vec.num_envs / (t2 - t0),
+                    collect_s=t1 - t0,
+                    learn_s=t2 - t1,
+                    losses={k: float(v) for k, v in losses.items()},
+                    metrics=metrics,
+                )
+                episodes.clear()
+                finished_returns.clear()
+                self.history.append(stats.row())
+                self._log(writer, stats, alg)
+                if (
+                    self.iteration % self.spec.ppo.save_interval == 0
+                    or self.iteration == self.spec.iterations
+                ):
+                    self.save()
+                if on_iteration is not None:
+                    on_iteration(stats)
+        finally:
+            writer.close()
+        return self.history
+
+    def _log(self, writer: Any, stats: IterationStats, alg: PPO) -> None:
+        it = stats.iteration
+        for k, v in stats.losses.items():
+            writer.add_scalar(f"Loss/{k}", v, it)
+        writer.add_scalar("Loss/learning_rate", alg.learning_rate, it)
+        writer.add_scalar("Policy/mean_std", float(alg.get_policy().output_std.mean().detach()), it)
+        writer.add_scalar("Perf/steps_per_s", stats.fps, it)
+        writer.add_scalar("Train/mean_reward", stats.mean_reward, it)
+        for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "timeout_rate", "mean_peak_drac_mps2"):
+            if k in stats.metrics:
+                writer.add_scalar(f"Episode/{k}", stats.metrics[k], it)
+        write_json(self.out / "history.json", self.history)
+
+
+def require_positive(name: str, value: int) -> int:
+    """A CLI integer that must be >= 1."""
+    if value < 1:
+        raise UserError(f"{name} must be a positive integer, got {value}")
+    return value

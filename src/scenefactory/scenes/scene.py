@@ -1,0 +1,382 @@
+"""Scene spec: a road graph plus spawn poses, lane routes and goals for up to K controlled agents.
+
+A scene is everything a world needs to start an episode: where each controlled agent spawns,
+the route it should follow (a polyline through the lane graph) and its goal on that route, its
+size, and the road surface with its friction. Arrays are padded to K agents with ``agent_valid``.
+
+Shapes (K agents, R route points):
+
+- ``spawn_pose``      (K, 3) float64: x_m, y_m, yaw_rad.
+- ``spawn_speed_mps`` (K,) float64.
+- ``route_xy``        (K, R, 2) float64, route polyline from the spawn, extending past the goal.
+- ``route_valid``     (K, R) bool.
+- ``goal_xy``         (K, 2) float64, a point on the route.
+- ``goal_s_m``        (K,) float64, arc length of the goal along the route (20–60 m by default).
+- ``length_m``/``width_m`` (K,) float64, vehicle footprint.
+- ``agent_valid``     (K,) bool.
+
+The JSON form (``save_scene``/``load_scene``) is versioned (``format``/``version`` keys) and
+lossless: floats are written with Python's shortest round-trip repr and re-padded on load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scenefactory.errors import SceneFormatError
+from scenefactory.io import atomic_write_text
+from scenefactory.scenes.roadgraph import RoadGraph, RoadGraphError, pad_polylines
+
+SCENE_FORMAT = "scenefactory.scene"
+SCENE_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One simulation-ready scene; see the module docstring for shapes and units."""
+
+    name: str
+    roadgraph: RoadGraph
+    spawn_pose: np.ndarray
+    spawn_speed_mps: np.ndarray
+    route_xy: np.ndarray
+    route_valid: np.ndarray
+    goal_xy: np.ndarray
+    goal_s_m: np.ndarray
+    length_m: np.ndarray
+    width_m: np.ndarray
+    agent_valid: np.ndarray
+    surface: str = "asphalt"
+    friction: float = 1.0
+    generator: str = ""
+    seed: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Check shapes at construction."""
+        k = self.agent_valid.shape[0]
+        expect = {
+            "spawn_pose": (k, 3),
+            "spawn_speed_mps": (k,),
+            "goal_xy": (k, 2),
+            "goal_s_m": (k,),
+            "length_m": (k,),
+            "width_m": (k,),
+        }
+        for name, shape in expect.items():
+            got = getattr(self, name).shape
+            if got != shape:
+                raise SceneFormatError(f"scene '{self.name}': {name} has shape {got}, expected {shape}")
+        if self.route_xy.shape[:2] != self.route_valid.shape or self.route_valid.shape[0] != k:
+            raise SceneFormatError(
+                f"scene '{self.name}': route_xy {self.route_xy.shape} does not match route_valid "
+                f"{self.route_valid.shape} for {k} agents"
+            )
+        if not (math.isfinite(self.friction) and self.friction > 0.0):
+            raise SceneFormatError(
+                f"scene '{self.name}': friction must be a positive number, got {self.friction}"
+            )
+
+    @property
+    def max_agents(self) -> int:
+        """K, the padded number of controlled-agent slots."""
+        return int(self.agent_valid.shape[0])
+
+    @property
+    def num_agents(self) -> int:
+        """Number of valid controlled agents."""
+        return int(self.agent_valid.sum())
+
+    def route(self, i: int) -> np.ndarray:
+        """Valid route points of agent ``i``, ``(n, 2)``."""
+        return self.route_xy[i][self.route_valid[i]]
+
+
+def make_scene(
+    name: str,
+    roadgraph: RoadGraph,
+    spawn_pose: list[np.ndarray],
+    spawn_speed_mps: list[float],
+    routes: list[np.ndarray],
+    goal_xy: list[np.ndarray],
+    goal_s_m: list[float],
+    length_m: list[float],
+    width_m: list[float],
+    **kwargs: Any,
+) -> Scene:
+    """Build a scene from ragged per-agent lists (one entry per valid agent)."""
+    k = len(spawn_pose)
+    route_xy, route_valid = pad_polylines(routes) if k else (np.zeros((0, 1, 2)), np.zeros((0, 1), bool))
+    return Scene(
+        name=name,
+        roadgraph=roadgraph,
+        spawn_pose=np.asarray(spawn_pose, dtype=np.float64).reshape(k, 3),
+        spawn_speed_mps=np.asarray(spawn_speed_mps, dtype=np.float64).reshape(k),
+        route_xy=route_xy,
+        route_valid=route_valid,
+        goal_xy=np.asarray(goal_xy, dtype=np.float64).reshape(k, 2),
+        goal_s_m=np.asarray(goal_s_m, dtype=np.float64).reshape(k),
+        length_m=np.asarray(length_m, dtype=np.float64).reshape(k),
+        width_m=np.asarray(width_m, dtype=np.float64).reshape(k),
+        agent_valid=np.ones(k, dtype=bool),
+        **kwargs,
+    )
+
+
+# ---------------------------------------------------------------------------------------- JSON form
+
+
+def _xy_list(arr: np.ndarray) -> list[list[float]]:
+    return [[float(x), float(y)] for x, y in np.asarray(arr, dtype=np.float64)]
+
+
+def scene_to_dict(scene: Scene) -> dict[str, Any]:
+    """The versioned JSON-ready form of a scene (valid entries only; padding is implied)."""
+    rg = scene.roadgraph
+    lanes = []
+    for i in range(rg.num_lanes):
+        n = int(rg.lane_valid[i].sum())
+        lanes.append(
+            {
+                "xy": _xy_list(rg.lane_xy[i, :n]),
+                "width_m": [float(w) for w in rg.lane_width_m[i, :n]],
+                "entry": rg.entries(i),
+                "exit": rg.exits(i),
+            }
+        )
+    agents = []
+    for i in range(scene.max_agents):
+        if not scene.agent_valid[i]:
+            continue
+        agents.append(
+            {
+                "spawn_pose": [float(v) for v in scene.spawn_pose[i]],
+                "spawn_speed_mps": float(scene.spawn_speed_mps[i]),
+                "route_xy": _xy_list(scene.route(i)),
+                "goal_xy": [float(v) for v in scene.goal_xy[i]],
+                "goal_s_m": float(scene.goal_s_m[i]),
+                "length_m": float(scene.length_m[i]),
+                "width_m": float(scene.width_m[i]),
+            }
+        )
+    return {
+        "format": SCENE_FORMAT,
+        "version": SCENE_FORMAT_VERSION,
+        "name": scene.name,
+        "generator": scene.generator,
+        "seed": int(scene.seed),
+        "params": scene.params,
+        "surface": scene.surface,
+        "friction": float(scene.friction),
+        "roadgraph": {
+            "lanes": lanes,
+            "road_lines": [
+                {"type": int(t), "xy": _xy_list(p)} for t, p in zip(rg.line_type, rg.lines(), strict=True)
+            ],
+            "road_edges": [
+                {"type": int(t), "xy": _xy_list(p)} for t, p in zip(rg.edge_type, rg.edges(), strict=True)
+            ],
+        },
+        "agents": agents,
+    }
+
+
+class _Reader:
+    """Field access with errors that name the file and the field path."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, expected: str, got: Any = None) -> SceneFormatError:
+        shown = (
+            "" if got is None else f", got {json.dumps(got)[:80] if _jsonable(got) else type(got).__name__}"
+        )
+        return SceneFormatError(f"{self.source}: field '{path}': expected {expected}{shown}")
+
+    def get(self, obj: Any, key: str, path: str) -> Any:
+        if not isinstance(obj, dict):
+            raise self.fail(path, "an object", obj)
+        if key not in obj:
+            raise self.fail(f"{path}.{key}" if path else key, "to be present (missing)")
+        return obj[key]
+
+    def number(self, value: Any, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise self.fail(path, "a finite number", value)
+        return float(value)
+
+    def xy(self, value: Any, path: str, min_points: int = 1) -> np.ndarray:
+        if not isinstance(value, list) or len(value) < min_points:
+            raise self.fail(path, f"a list of at least {min_points} [x, y] points", value)
+        out = np.zeros((len(value), 2), dtype=np.float64)
+        for j, p in enumerate(value):
+            if not isinstance(p, list) or len(p) != 2:
+                raise self.fail(f"{path}[{j}]", "an [x, y] pair", p)
+            out[j] = (self.number(p[0], f"{path}[{j}][0]"), self.number(p[1], f"{path}[{j}][1]"))
+        return out
+
+    def ints(self, value: Any, path: str) -> list[int]:
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise self.fail(path, "a list of integers", value)
+        return [int(v) for v in value]
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
+    """Parse the JSON form; every problem is reported with ``source`` and the field path."""
+    r = _Reader(source)
+    fmt = r.get(data, "format", "")
+    if fmt != SCENE_FORMAT:
+        raise r.fail("format", f"'{SCENE_FORMAT}'", fmt)
+    version = r.get(data, "version", "")
+    if version != SCENE_FORMAT_VERSION:
+        raise r.fail("version", f"{SCENE_FORMAT_VERSION} (this build reads only that version)", version)
+    rgd = r.get(data, "roadgraph", "")
+    lanes_d = r.get(rgd, "lanes", "roadgraph")
+    if not isinstance(lanes_d, list) or not lanes_d:
+        raise r.fail("roadgraph.lanes", "a non-empty list of lanes", lanes_d)
+    lanes: list[np.ndarray] = []
+    widths: list[np.ndarray] = []
+    entries: list[list[int]] = []
+    exits: list[list[int]] = []
+    for i, lane in enumerate(lanes_d):
+        p = f"roadgraph.lanes[{i}]"
+        xy = r.xy(r.get(lane, "xy", p), f"{p}.xy", min_points=2)
+        w = r.get(lane, "width_m", p)
+        if not isinstance(w, list) or len(w) != len(xy):
+            raise r.fail(f"{p}.width_m", f"a list of {len(xy)} widths (one per point)", w)
+        widths.append(np.array([r.number(v, f"{p}.width_m") for v in w]))
+        if np.any(widths[-1] <= 0):
+            raise r.fail(f"{p}.width_m", "positive widths", w)
+        lanes.append(xy)
+        for key, dest in (("entry", entries), ("exit", exits)):
+            idx = r.ints(r.get(lane, key, p), f"{p}.{key}")
+            if any(j < 0 or j >= len(lanes_d) for j in idx):
+                raise r.fail(f"{p}.{key}", f"lane indices in [0, {len(lanes_d) - 1}]", idx)
+            dest.append(idx)
+    polys: dict[str, tuple[list[np.ndarray], list[int]]] = {}
+    for key in ("road_lines", "road_edges"):
+        items = r.get(rgd, key, "roadgraph")
+        if not isinstance(items, list):
+            raise r.fail(f"roadgraph.{key}", "a list", items)
+        xs, ts = [], []
+        for j, item in enumerate(items):
+            p = f"roadgraph.{key}[{j}]"
+            t = r.get(item, "type", p)
+            if not isinstance(t, int) or isinstance(t, bool):
+                raise r.fail(f"{p}.type", "an integer type code", t)
+            xs.append(r.xy(r.get(item, "xy", p), f"{p}.xy"))
+            ts.append(t)
+        polys[key] = (xs, ts)
+    try:
+        roadgraph = RoadGraph.from_lists(
+            lanes, widths, entries, exits, *polys["road_lines"], *polys["road_edges"]
+        )
+    except RoadGraphError as exc:
+        raise SceneFormatError(f"{source}: {exc}") from exc
+
+    agents_d = r.get(data, "agents", "")
+    if not isinstance(agents_d, list):
+        raise r.fail("agents", "a list", agents_d)
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("pose", "speed", "route", "goal", "goal_s", "length", "width")
+    }
+    for i, a in enumerate(agents_d):
+        p = f"agents[{i}]"
+        pose = r.get(a, "spawn_pose", p)
+        if not isinstance(pose, list) or len(pose) != 3:
+            raise r.fail(f"{p}.spawn_pose", "[x_m, y_m, yaw_rad]", pose)
+        cols["pose"].append(np.array([r.number(v, f"{p}.spawn_pose") for v in pose]))
+        cols["speed"].append(r.number(r.get(a, "spawn_speed_mps", p), f"{p}.spawn_speed_mps"))
+        cols["route"].append(r.xy(r.get(a, "route_xy", p), f"{p}.route_xy", min_points=2))
+        goal = r.get(a, "goal_xy", p)
+        if not isinstance(goal, list) or len(goal) != 2:
+            raise r.fail(f"{p}.goal_xy", "[x_m, y_m]", goal)
+        cols["goal"].append(np.array([r.number(v, f"{p}.goal_xy") for v in goal]))
+        cols["goal_s"].append(r.number(r.get(a, "goal_s_m", p), f"{p}.goal_s_m"))
+        for key, col in (("length_m", "length"), ("width_m", "width")):
+            v = r.number(r.get(a, key, p), f"{p}.{key}")
+            if v <= 0:
+                raise r.fail(f"{p}.{key}", "a positive size in metres", v)
+            cols[col].append(v)
+    friction = r.number(r.get(data, "friction", ""), "friction")
+    if friction <= 0:
+        raise r.fail("friction", "a positive friction coefficient", friction)
+    surface = r.get(data, "surface", "")
+    name = r.get(data, "name", "")
+    params = data.get("params", {})
+    generator = data.get("generator", "")
+    seed = data.get("seed", 0)
+    for key, value, ok in (
+        ("name", name, isinstance(name, str)),
+        ("surface", surface, isinstance(surface, str)),
+        ("generator", generator, isinstance(generator, str)),
+        ("params", params, isinstance(params, dict)),
+        ("seed", seed, isinstance(seed, int) and not isinstance(seed, bool)),
+    ):
+        if not ok:
+            raise r.fail(
+                key,
+                "a string"
+                if key not in ("params", "seed")
+                else "an object"
+                if key == "params"
+                else "an integer",
+                value,
+            )
+    return make_scene(
+        name=name,
+        roadgraph=roadgraph,
+        spawn_pose=cols["pose"],
+        spawn_speed_mps=cols["speed"],
+        routes=cols["route"],
+        goal_xy=cols["goal"],
+        goal_s_m=cols["goal_s"],
+        length_m=cols["length"],
+        width_m=cols["width"],
+        surface=surface,
+        friction=friction,
+        generator=generator,
+        seed=int(seed),
+        params=params,
+    )
+
+
+def save_scene(scene: Scene, path: str | os.PathLike[str]) -> None:
+    """Write a scene as versioned JSON, atomically."""
+    atomic_write_text(path, json.dumps(scene_to_dict(scene), indent=1))
+
+
+def load_scene(path: str | os.PathLike[str]) -> Scene:
+    """Read a scene JSON file; a malformed file raises ``SceneFormatError`` naming file and field."""
+    source = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise SceneFormatError(f"{source}: scene file not found (expected a JSON file)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SceneFormatError(f"{source}: not UTF-8 text (expected a JSON scene file)") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SceneFormatError(
+            f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    return scene_from_dict(data, source)

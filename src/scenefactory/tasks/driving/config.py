@@ -1,0 +1,141 @@
+"""Typed, frozen configuration of the multi-agent goal-reaching driving task.
+
+A task is a list of weighted reward terms plus observation and termination settings. Variants are
+made with ``dataclasses.replace`` (one level deep); a term is off when it is absent from
+``rewards``, not behind a flag.
+
+Reward hacking by leaving the road: off-road and collision both end the agent's episode, so
+leaving the road forfeits the goal bonus and all further progress exactly as a crash does, and its
+penalty is at least the collision penalty (checked at construction). Driving off the road to dodge
+a collision therefore never pays more than the collision it avoids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from scenefactory.engines.base import VehicleParams
+
+if TYPE_CHECKING:
+    from scenefactory.tasks.driving.context import StepContext
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    """A pure function ``fn(ctx) -> (W, K)`` tensor and its weight; the reward is Σ weight·fn."""
+
+    name: str
+    fn: Callable[[StepContext], torch.Tensor]
+    weight: float
+
+
+@dataclass(frozen=True)
+class ObservationConfig:
+    """What each agent sees (all in its own ego frame: x forward, y left)."""
+
+    num_road_points: int = 24
+    road_point_range_m: float = 50.0
+    road_point_spacing_m: float = 3.0
+    num_neighbors: int = 8
+    neighbor_range_m: float = 50.0
+    route_lookahead_m: tuple[float, ...] = (5.0, 10.0, 15.0, 20.0, 30.0)
+    friction_aware: bool = True
+    ttc_horizon_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        """Validate counts and ranges."""
+        if self.num_road_points < 1 or self.num_neighbors < 1:
+            raise ValueError("num_road_points and num_neighbors must be at least 1")
+        if self.road_point_range_m <= 0 or self.neighbor_range_m <= 0 or self.road_point_spacing_m <= 0:
+            raise ValueError("observation ranges and spacing must be positive")
+        if not self.route_lookahead_m or any(d <= 0 for d in self.route_lookahead_m):
+            raise ValueError("route_lookahead_m must be a non-empty tuple of positive distances")
+
+
+def _default_rewards() -> tuple[RewardTerm, ...]:
+    from scenefactory.tasks.driving import rewards as r
+
+    return (
+        RewardTerm("progress", r.route_progress, 0.2),
+        RewardTerm("goal", r.goal_reached, 10.0),
+        RewardTerm("collision", r.collision, -10.0),
+        RewardTerm("offroad", r.offroad, -10.0),
+        RewardTerm("ttc", r.ttc_danger, -0.2),
+        RewardTerm("comfort_action_rate", r.action_rate, -0.02),
+        RewardTerm("comfort_lateral_accel", r.lateral_accel_excess, -0.05),
+    )
+
+
+@dataclass(frozen=True)
+class DrivingTaskConfig:
+    """The driving task: worlds × agents, episode limits, success radius, observations, rewards."""
+
+    num_worlds: int = 64
+    agents_per_world: int = 8
+    dt_s: float = 0.1
+    episode_length_s: float = 20.0
+    goal_radius_m: float = 3.0
+    offroad_tolerance_m: float = 0.5
+    progress_clip_m: float = 2.0
+    observations: ObservationConfig = field(default_factory=ObservationConfig)
+    rewards: tuple[RewardTerm, ...] = field(default_factory=_default_rewards)
+    vehicle: VehicleParams = field(default_factory=VehicleParams)
+
+    def __post_init__(self) -> None:
+        """Check values, and that leaving the road can never pay more than a collision."""
+        if self.num_worlds < 1:
+            raise ValueError(f"num_worlds must be >= 1, got {self.num_worlds}")
+        if self.agents_per_world < 1:
+            raise ValueError(f"agents_per_world must be >= 1, got {self.agents_per_world}")
+        if not self.dt_s > 0 or not self.episode_length_s > self.dt_s:
+            raise ValueError(f"need 0 < dt_s < episode_length_s, got {self.dt_s}, {self.episode_length_s}")
+        if not self.goal_radius_m > 0:
+            raise ValueError(f"goal_radius_m must be positive, got {self.goal_radius_m}")
+        names = [t.name for t in self.rewards]
+        if len(set(names)) != len(names):
+            raise ValueError(f"reward term names must be unique, got {names}")
+        weights = {t.name: t.weight for t in self.rewards}
+        if "offroad" in weights and "collision" in weights and weights["offroad"] > weights["collision"]:
+            raise ValueError(
+                f"offroad weight {weights['offroad']} must be <= collision weight {weights['collision']}: "
+                "otherwise leaving the road to dodge a crash pays"
+            )
+
+    @property
+    def max_steps(self) -> int:
+        """Policy steps per episode."""
+        return round(self.episode_length_s / self.dt_s)
+
+
+def task_config_to_dict(cfg: DrivingTaskConfig) -> dict[str, Any]:
+    """JSON-ready form of a task config (reward terms by function name and weight)."""
+    out = asdict(replace(cfg, rewards=()))
+    out["rewards"] = [{"name": t.name, "fn": t.fn.__name__, "weight": t.weight} for t in cfg.rewards]
+    out["observations"]["route_lookahead_m"] = list(cfg.observations.route_lookahead_m)
+    return out
+
+
+def task_config_from_dict(data: dict[str, Any]) -> DrivingTaskConfig:
+    """Inverse of :func:`task_config_to_dict`; unknown reward functions are an error."""
+    from scenefactory.tasks.driving.rewards import REWARD_FUNCTIONS
+
+    data = dict(data)
+    terms = []
+    for t in data.pop("rewards"):
+        if t["fn"] not in REWARD_FUNCTIONS:
+            raise ValueError(
+                f"unknown reward function '{t['fn']}', expected one of {sorted(REWARD_FUNCTIONS)}"
+            )
+        terms.append(RewardTerm(t["name"], REWARD_FUNCTIONS[t["fn"]], float(t["weight"])))
+    obs = dict(data.pop("observations"))
+    obs["route_lookahead_m"] = tuple(obs["route_lookahead_m"])
+    return DrivingTaskConfig(
+        observations=ObservationConfig(**obs),
+        vehicle=VehicleParams(**data.pop("vehicle")),
+        rewards=tuple(terms),
+        **data,
+    )

@@ -1,0 +1,370 @@
+"""The multi-agent goal-reaching driving environment, batched over worlds × agents.
+
+Each world holds one scene; each controlled agent drives its route to its goal. An agent's episode
+ends on goal, collision, off-road or the world's time-out; a finished agent is frozen and masked
+(no reward, no collisions, invisible to others) until its world resets, which happens when every
+agent of the world has finished or the time is up. Worlds reset independently (partial reset by
+world ids) and draw a new scene from the pool.
+
+Order of phases in :meth:`DrivingEnv.step` (written down once, here):
+
+1. apply actions through the engine (inactive agents do not move);
+2. geometry: route projection and progress, goal distance, box collisions among active agents,
+   off-road from the drivable-area distance field at the four corners, pairwise TTC and DRAC;
+3. terminations: collision > off-road > goal (one outcome per agent), then the world time-out;
+4. rewards: Σ weight · term(ctx) over the configured terms, zero for agents inactive at the start;
+5. episode statistics (peak DRAC, minimum TTC, progress) and records of finished agent-episodes;
+6. deactivate finished agents; reset worlds with no active agent left or out of time;
+7. observations of every agent (fresh for worlds that were just reset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from scenefactory.engines import make_engine
+from scenefactory.engines.base import Engine, VehicleState
+from scenefactory.engines.kinematic import wrap_angle
+from scenefactory.evaluation.record import AgentStatus
+from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving import observations as obs_terms
+from scenefactory.tasks.driving.config import DrivingTaskConfig
+from scenefactory.tasks.driving.context import StepContext
+from scenefactory.tasks.driving.geometry import (
+    box_corners,
+    pairwise_box_overlap,
+    pairwise_ttc_drac,
+    project_on_polyline,
+    world_to_ego,
+)
+from scenefactory.tasks.driving.pool import ScenePool, build_pool
+
+
+@dataclass(frozen=True)
+class FinishedEpisodes:
+    """Agent-episodes that ended this step, each a flat ``(n,)`` tensor.
+
+    ``outcome`` holds :class:`AgentStatus` codes; ``world``/``agent`` say where; ``serial`` is the
+    world-episode serial number (the order in which scenes were handed out).
+    """
+
+    outcome: torch.Tensor
+    peak_drac_mps2: torch.Tensor
+    min_ttc_s: torch.Tensor
+    progress_frac: torch.Tensor
+    steps: torch.Tensor
+    world: torch.Tensor
+    agent: torch.Tensor
+    serial: torch.Tensor
+    scene_id: torch.Tensor
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What :meth:`DrivingEnv.step` returns; per-agent tensors are ``(W, K)``.
+
+    - ``obs`` (W, K, D); ``reward``; ``done`` (episode of an active agent ended: terminal or time-out);
+    - ``time_out`` (ended by the time limit, not a terminal state: bootstrap its value);
+    - ``was_active`` (the sample is a real decision; False for finished agents waiting for their
+      world to reset and for padding slots — learners must mask these out);
+    - ``finished`` records of the agent-episodes that ended; ``reset_worlds`` ids reset this step.
+    """
+
+    obs: torch.Tensor
+    reward: torch.Tensor
+    done: torch.Tensor
+    time_out: torch.Tensor
+    was_active: torch.Tensor
+    finished: FinishedEpisodes
+    reset_worlds: torch.Tensor
+    reward_terms: dict[str, torch.Tensor]
+
+
+class DrivingEnv:
+    """Batched multi-agent driving on any engine; see the module docstring for the step order."""
+
+    def __init__(
+        self,
+        cfg: DrivingTaskConfig,
+        scenes: Sequence[Scene],
+        engine: str | Engine = "kinematic",
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        sequential_scenes: bool = False,
+        pool: ScenePool | None = None,
+    ) -> None:
+        """Build the scene pool and the engine; worlds start on scenes drawn with ``seed``.
+
+        With ``sequential_scenes`` worlds take the pool's scenes in order (evaluation); otherwise
+        each reset draws a scene uniformly at random (training). A prebuilt ``pool`` of ``scenes``
+        (same agents per world) can be shared between environments.
+        """
+        self.cfg = cfg
+        self.device = torch.device(device)
+        w, k = cfg.num_worlds, cfg.agents_per_world
+        self.num_worlds, self.agents_per_world = w, k
+        if isinstance(engine, str):
+            engine = make_engine(engine, w, k, dt=cfg.dt_s, params=cfg.vehicle, device=self.device)
+        if (engine.num_worlds, engine.agents_per_world) != (w, k):
+            raise ValueError(
+                f"engine has {engine.num_worlds} x {engine.agents_per_world} agents, task wants {w} x {k}"
+            )
+        if abs(engine.dt - cfg.dt_s) > 1e-9:
+            raise ValueError(f"engine dt {engine.dt} differs from the task's policy step {cfg.dt_s}")
+        self.engine = engine
+        if pool is None:
+            pool = build_pool(scenes, k, cfg.observations.road_point_spacing_m, self.device)
+        self.pool: ScenePool = pool
+        self.sequential_scenes = sequential_scenes
+        self.generator = torch.Generator(device="cpu").manual_seed(seed)
+        self._lookahead = torch.tensor(cfg.observations.route_lookahead_m, device=self.device)
+        self.obs_dim = obs_terms.observation_dim(
+            len(cfg.observations.route_lookahead_m),
+            cfg.observations.num_road_points,
+            cfg.observations.num_neighbors,
+            cfg.observations.friction_aware,
+        )
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=self.device)
+
+        self.scene_id = zeros(w, dtype=torch.long)
+        self.serial = zeros(w, dtype=torch.long)
+        self._next_serial = 0
+        self.step_count = zeros(w, dtype=torch.long)
+        self.active = zeros(w, k, dtype=torch.bool)
+        self.status = zeros(w, k, dtype=torch.long)
+        self.agent_steps = zeros(w, k, dtype=torch.long)
+        self.s_prev = zeros(w, k)
+        self.prev_actions = zeros(w, k, 2)
+        self.peak_drac = zeros(w, k)
+        self.min_ttc = zeros(w, k)
+        p = self.pool
+        self.road_xy = zeros(w, p.road_xy.shape[1], 2)
+        self.road_feat = zeros(w, p.road_xy.shape[1], p.road_feat.shape[-1])
+        self.road_valid = zeros(w, p.road_xy.shape[1], dtype=torch.bool)
+        r = p.route_xy.shape[2]
+        self.route_xy = zeros(w, k, r, 2)
+        self.route_valid = zeros(w, k, r, dtype=torch.bool)
+        self.route_s = zeros(w, k, r)
+        self.route_end_s = zeros(w, k)
+        self.goal_xy = zeros(w, k, 2)
+        self.goal_s = zeros(w, k)
+        self.length = zeros(w, k)
+        self.width = zeros(w, k)
+        self.friction = zeros(w)
+        self._obs = zeros(w, k, self.obs_dim)
+        self.reset()
+
+    # ------------------------------------------------------------------------------------ resets
+
+    def reset(self) -> torch.Tensor:
+        """Reset every world; returns observations (W, K, D)."""
+        self._next_serial = 0
+        self.reset_worlds(torch.arange(self.num_worlds, device=self.device))
+        self._obs = self._observe(self.engine.state(), self._pairwise(self.engine.state())[0])
+        return self._obs
+
+    def _draw_scenes(self, n: int) -> torch.Tensor:
+        if self.sequential_scenes:
+            ids = torch.arange(self._next_serial, self._next_serial + n) % self.pool.num_scenes
+        else:
+            ids = torch.randint(self.pool.num_scenes, (n,), generator=self.generator)
+        return ids.to(self.device)
+
+    def reset_worlds(self, world_ids: torch.Tensor, scene_ids: torch.Tensor | None = None) -> None:
+        """Partial reset: worlds ``world_ids`` (n,) start a new episode on ``scene_ids`` (or drawn ones)."""
+        n = int(world_ids.numel())
+        if n == 0:
+            return
+        if scene_ids is None:
+            scene_ids = self._draw_scenes(n)
+        self.serial[world_ids] = torch.arange(self._next_serial, self._next_serial + n, device=self.device)
+        self._next_serial += n
+        p = self.pool
+        self.scene_id[world_ids] = scene_ids
+        self.road_xy[world_ids] = p.road_xy[scene_ids]
+        self.road_feat[world_ids] = p.road_feat[scene_ids]
+        self.road_valid[world_ids] = p.road_valid[scene_ids]
+        self.route_xy[world_ids] = p.route_xy[scene_ids]
+        self.route_valid[world_ids] = p.route_valid[scene_ids]
+        self.route_s[world_ids] = p.route_s[scene_ids]
+        self.route_end_s[world_ids] = p.route_end_s[scene_ids]
+        self.goal_xy[world_ids] = p.goal_xy[scene_ids]
+        self.goal_s[world_ids] = p.goal_s[scene_ids]
+        self.length[world_ids] = p.length[scene_ids]
+        self.width[world_ids] = p.width[scene_ids]
+        self.friction[world_ids] = p.friction[scene_ids]
+        valid = p.agent_valid[scene_ids]
+        self.engine.reset(world_ids, p.spawn_pose[scene_ids], p.spawn_speed[scene_ids], valid)
+        self.engine.set_friction(world_ids, p.friction[scene_ids])
+        self.active[world_ids] = valid
+        self.status[world_ids] = int(AgentStatus.ACTIVE)
+        self.step_count[world_ids] = 0
+        self.agent_steps[world_ids] = 0
+        self.prev_actions[world_ids] = 0.0
+        self.peak_drac[world_ids] = 0.0
+        self.min_ttc[world_ids] = float("inf")
+        s0, _, _, _ = project_on_polyline(
+            p.spawn_pose[scene_ids][..., :2], self.route_xy[world_ids], self.route_valid[world_ids]
+        )
+        self.s_prev[world_ids] = s0
+
+    # -------------------------------------------------------------------------------------- step
+
+    def observations(self) -> torch.Tensor:
+        """Current observations (W, K, D)."""
+        return self._obs
+
+    def _pairwise(self, st: VehicleState) -> tuple[torch.Tensor, torch.Tensor]:
+        horizon = self.cfg.observations.ttc_horizon_s
+        return pairwise_ttc_drac(st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, self.active, horizon)
+
+    def step(self, actions: torch.Tensor) -> StepResult:
+        """Advance every world one policy step with ``actions`` (W, K, 2); see the phase order above."""
+        cfg = self.cfg
+        was_active = self.active.clone()
+        # 1. dynamics
+        st = self.engine.step(actions, was_active)
+        self.step_count += 1
+        self.agent_steps += was_active.long()
+        # 2. geometry
+        s_now = project_on_polyline(st.pos_xy, self.route_xy, self.route_valid)[0]
+        progress = (s_now - self.s_prev).clamp(-cfg.progress_clip_m, cfg.progress_clip_m) * was_active
+        self.s_prev = torch.where(was_active, s_now, self.s_prev)
+        goal_dist = (st.pos_xy - self.goal_xy).norm(dim=-1)
+        collided = pairwise_box_overlap(st.pos_xy, st.yaw, self.length, self.width, was_active).any(-1)
+        corners = box_corners(st.pos_xy, st.yaw, self.length, self.width)
+        ids = self.scene_id.view(-1, 1, 1).expand(*corners.shape[:-1])
+        offroad = (self.pool.grids.sample(ids, corners).amax(-1) > cfg.offroad_tolerance_m) & was_active
+        ttc, drac = self._pairwise(st)
+        min_ttc = ttc.amin(-1)
+        # 3. terminations (one outcome per agent)
+        collided = collided & was_active
+        offroad = offroad & ~collided
+        goal = (goal_dist <= cfg.goal_radius_m) & was_active & ~collided & ~offroad
+        terminal = collided | offroad | goal
+        timed_out_world = self.step_count >= cfg.max_steps
+        time_out = was_active & ~terminal & timed_out_world.unsqueeze(-1)
+        done = terminal | time_out
+        # 4. rewards
+        ctx = StepContext(
+            state=st,
+            actions=actions,
+            prev_actions=self.prev_actions,
+            active=was_active,
+            progress_m=progress,
+            goal=goal,
+            collided=collided,
+            offroad=offroad,
+            min_ttc_s=min_ttc,
+            dt_s=cfg.dt_s,
+        )
+        terms = {t.name: t.fn(ctx) * was_active for t in cfg.rewards}
+        reward = torch.zeros_like(progress)
+        for t in cfg.rewards:
+            reward = reward + t.weight * terms[t.name]
+        self.prev_actions = torch.where(was_active.unsqueeze(-1), actions.clamp(-1, 1), self.prev_actions)
+        # 5. statistics and finished records
+        self.peak_drac = torch.where(was_active, torch.maximum(self.peak_drac, drac.amax(-1)), self.peak_drac)
+        self.min_ttc = torch.where(was_active, torch.minimum(self.min_ttc, min_ttc), self.min_ttc)
+        outcome = torch.full_like(self.status, int(AgentStatus.ACTIVE))
+        outcome = torch.where(time_out, int(AgentStatus.TIMEOUT), outcome)
+        outcome = torch.where(goal, int(AgentStatus.GOAL), outcome)
+        outcome = torch.where(offroad, int(AgentStatus.OFFROAD), outcome)
+        outcome = torch.where(collided, int(AgentStatus.COLLISION), outcome)
+        self.status = torch.where(done, outcome, self.status)
+        finished = self._finished(done, s_now)
+        # 6. deactivate and reset
+        self.active = was_active & ~done
+        world_done = ~self.active.any(-1) | timed_out_world
+        reset_ids = world_done.nonzero().squeeze(-1)
+        self.reset_worlds(reset_ids)
+        # 7. observations
+        st_now = self.engine.state() if reset_ids.numel() else st
+        ttc_now = self._pairwise(st_now)[0] if reset_ids.numel() else ttc
+        self._obs = self._observe(st_now, ttc_now, s_now if not reset_ids.numel() else None)
+        return StepResult(
+            obs=self._obs,
+            reward=reward,
+            done=done,
+            time_out=time_out,
+            was_active=was_active,
+            finished=finished,
+            reset_worlds=reset_ids,
+            reward_terms=terms,
+        )
+
+    def _finished(self, done: torch.Tensor, s_now: torch.Tensor) -> FinishedEpisodes:
+        w_idx, a_idx = done.nonzero(as_tuple=True)
+        progress = (s_now / self.goal_s.clamp(min=1e-6)).clamp(0.0, 1.0)
+        progress = torch.where(self.status == int(AgentStatus.GOAL), torch.ones_like(progress), progress)
+        return FinishedEpisodes(
+            outcome=self.status[w_idx, a_idx],
+            peak_drac_mps2=self.peak_drac[w_idx, a_idx],
+            min_ttc_s=self.min_ttc[w_idx, a_idx],
+            progress_frac=progress[w_idx, a_idx],
+            steps=self.agent_steps[w_idx, a_idx],
+            world=w_idx,
+            agent=a_idx,
+            serial=self.serial[w_idx],
+            scene_id=self.scene_id[w_idx],
+        )
+
+    # ------------------------------------------------------------------------------ observations
+
+    def _observe(
+        self, st: VehicleState, ttc: torch.Tensor, s_now: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        cfg, oc = self.cfg, self.cfg.observations
+        if s_now is None:
+            s_now, lateral, tangent_yaw, _ = project_on_polyline(st.pos_xy, self.route_xy, self.route_valid)
+        else:
+            _, lateral, tangent_yaw, _ = project_on_polyline(st.pos_xy, self.route_xy, self.route_valid)
+        goal_ego = world_to_ego(self.goal_xy, st.pos_xy, st.yaw)
+        time_left = 1.0 - self.step_count.float() / cfg.max_steps
+        parts = [
+            obs_terms.ego_obs(
+                st.speed,
+                st.yaw_rate,
+                st.steer / cfg.vehicle.max_steer_rad,
+                st.accel / cfg.vehicle.max_accel_mps2,
+                goal_ego,
+                wrap_angle(st.yaw - tangent_yaw),
+                lateral,
+                time_left.unsqueeze(-1).expand_as(st.speed),
+            ),
+            obs_terms.route_lookahead_obs(
+                st.pos_xy, st.yaw, self.route_xy, self.route_s, s_now, self.route_end_s, self._lookahead
+            ),
+            obs_terms.road_obs(
+                st.pos_xy,
+                st.yaw,
+                self.road_xy,
+                self.road_feat,
+                self.road_valid,
+                oc.num_road_points,
+                oc.road_point_range_m,
+            ),
+            obs_terms.neighbor_obs(
+                st.pos_xy,
+                st.yaw,
+                st.vel_xy,
+                self.length,
+                self.width,
+                self.active,
+                ttc,
+                oc.num_neighbors,
+                oc.neighbor_range_m,
+            ),
+        ]
+        if oc.friction_aware:
+            parts.append(self.friction.view(-1, 1, 1).expand(-1, self.agents_per_world, 1))
+        obs = torch.cat(parts, dim=-1)
+        if not bool(torch.isfinite(obs.sum())):  # one reduction; NaN and inf both propagate
+            bad = (~torch.isfinite(obs)).nonzero()[0].tolist()
+            raise FloatingPointError(f"non-finite observation at [world, agent, feature] = {bad}")
+        return obs

@@ -1,0 +1,180 @@
+"""Observation terms of the driving task: pure functions of batched tensors, each ``(W, K, D_i)``.
+
+Everything is in the agent's ego frame (x forward, y left) and scaled to roughly unit range; the
+policy additionally normalizes its inputs. Layout per agent (concatenated in this order):
+
+- ego (11): speed/10, yaw rate, steer/δ_max, accel/a_max, goal x/50, goal y/50 (ego frame, clipped
+  to ±2), goal distance/50, sin and cos of the heading error to the route tangent, lateral offset
+  from the route/2, fraction of the episode left.
+- route lookahead (2·n): route points ``route_lookahead_m`` ahead of the agent's projection, /30.
+- road (k·8): the k nearest road-graph points within range: x/range, y/range, tangent (dx, dy), a
+  one-hot of lane centre / road line / road edge, and a valid flag (all zero when absent).
+- neighbours (m·10): the m nearest other active agents within range: relative x, y /range, sin and
+  cos of relative yaw, relative velocity /10 (ego frame), length/5, width/5, TTC/10 (clipped to 1),
+  valid flag.
+- friction (1, optional): the road friction coefficient of the world.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from scenefactory.tasks.driving.geometry import nearest_k, world_to_ego
+
+EGO_DIM = 11
+ROAD_FEATURES = 8
+NEIGHBOR_FEATURES = 10
+
+
+def ego_obs(
+    speed: torch.Tensor,
+    yaw_rate: torch.Tensor,
+    steer_norm: torch.Tensor,
+    accel_norm: torch.Tensor,
+    goal_ego: torch.Tensor,
+    heading_error: torch.Tensor,
+    lateral_m: torch.Tensor,
+    time_left_frac: torch.Tensor,
+) -> torch.Tensor:
+    """Ego features (W, K, 11) from per-agent (W, K) tensors and ``goal_ego`` (W, K, 2)."""
+    goal_dist = goal_ego.norm(dim=-1)
+    return torch.stack(
+        (
+            speed / 10.0,
+            yaw_rate,
+            steer_norm,
+            accel_norm,
+            (goal_ego[..., 0] / 50.0).clamp(-2, 2),
+            (goal_ego[..., 1] / 50.0).clamp(-2, 2),
+            (goal_dist / 50.0).clamp(max=2.0),
+            torch.sin(heading_error),
+            torch.cos(heading_error),
+            (lateral_m / 2.0).clamp(-5, 5),
+            time_left_frac,
+        ),
+        dim=-1,
+    )
+
+
+def route_points_at(route_xy: torch.Tensor, route_s: torch.Tensor, s_query: torch.Tensor) -> torch.Tensor:
+    """Points at arc lengths ``s_query`` (W, K, n) along per-agent routes (W, K, R, 2) with cumulative
+    arc length ``route_s`` (W, K, R, strictly increasing, padding beyond the end). Clamped at the ends."""
+    r = route_s.shape[-1]
+    idx = torch.searchsorted(route_s.contiguous(), s_query.contiguous()).clamp(1, r - 1)
+    s0 = torch.gather(route_s, -1, idx - 1)
+    s1 = torch.gather(route_s, -1, idx)
+    frac = ((s_query - s0) / (s1 - s0).clamp(min=1e-6)).clamp(0.0, 1.0).unsqueeze(-1)
+    gidx = idx.unsqueeze(-1).expand(*idx.shape, 2)
+    p0 = torch.gather(route_xy, -2, gidx - 1)
+    p1 = torch.gather(route_xy, -2, gidx)
+    return p0 + frac * (p1 - p0)
+
+
+def route_lookahead_obs(
+    pos_xy: torch.Tensor,
+    yaw: torch.Tensor,
+    route_xy: torch.Tensor,
+    route_s: torch.Tensor,
+    s_now: torch.Tensor,
+    route_end_s: torch.Tensor,
+    lookahead_m: torch.Tensor,
+) -> torch.Tensor:
+    """Route points ``lookahead_m`` (n,) ahead of ``s_now`` (W, K), in the ego frame /30 → (W, K, 2n)."""
+    s_q = torch.minimum(s_now.unsqueeze(-1) + lookahead_m, route_end_s.unsqueeze(-1))
+    pts = route_points_at(route_xy, route_s, s_q)
+    ego = world_to_ego(pts, pos_xy.unsqueeze(-2), yaw.unsqueeze(-1)) / 30.0
+    return ego.flatten(-2)
+
+
+def road_obs(
+    pos_xy: torch.Tensor,
+    yaw: torch.Tensor,
+    road_xy: torch.Tensor,
+    road_feat: torch.Tensor,
+    road_valid: torch.Tensor,
+    k: int,
+    range_m: float,
+) -> torch.Tensor:
+    """The k nearest road points (W, P, 2) with features (W, P, 5) per agent → (W, K, k·8)."""
+    w, a = pos_xy.shape[:2]
+    idx, dist, valid = nearest_k(pos_xy, road_xy, road_valid, k)
+    valid = valid & (dist <= range_m)
+    flat = idx.reshape(w, a * k)
+    pts = torch.gather(road_xy, 1, flat.unsqueeze(-1).expand(w, a * k, 2)).reshape(w, a, k, 2)
+    feat = torch.gather(road_feat, 1, flat.unsqueeze(-1).expand(w, a * k, road_feat.shape[-1]))
+    feat = feat.reshape(w, a, k, -1)
+    rel = world_to_ego(pts, pos_xy.unsqueeze(-2), yaw.unsqueeze(-1)) / range_m
+    c, s = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
+    tx, ty = feat[..., 0], feat[..., 1]
+    tan_ego = torch.stack((c * tx + s * ty, -s * tx + c * ty), dim=-1)
+    out = torch.cat((rel, tan_ego, feat[..., 2:], valid.unsqueeze(-1).float()), dim=-1)
+    return (out * valid.unsqueeze(-1)).flatten(-2)
+
+
+def neighbor_obs(
+    pos_xy: torch.Tensor,
+    yaw: torch.Tensor,
+    vel_xy: torch.Tensor,
+    length: torch.Tensor,
+    width: torch.Tensor,
+    active: torch.Tensor,
+    ttc_s: torch.Tensor,
+    m: int,
+    range_m: float,
+) -> torch.Tensor:
+    """The m nearest other active agents per agent → (W, K, m·10); ``ttc_s`` is (W, K, K)."""
+    w, k = pos_xy.shape[:2]
+    d = torch.cdist(pos_xy, pos_xy)
+    eye = torch.eye(k, dtype=torch.bool, device=pos_xy.device)
+    usable = active.unsqueeze(1) & ~eye & (d <= range_m)
+    d = torch.where(usable, d, torch.full_like(d, float("inf")))
+    m_eff = min(m, k)
+    dist, idx = torch.topk(d, m_eff, dim=-1, largest=False)
+    valid = torch.isfinite(dist)
+
+    def pick(x: torch.Tensor) -> torch.Tensor:
+        # x: (W, K) or (W, K, C) → (W, K, m, ...) values of the selected neighbours
+        if x.dim() == 2:
+            return torch.gather(x.unsqueeze(1).expand(w, k, k), 2, idx)
+        c = x.shape[-1]
+        return torch.gather(x.unsqueeze(1).expand(w, k, k, c), 2, idx.unsqueeze(-1).expand(w, k, m_eff, c))
+
+    rel_pos = world_to_ego(pick(pos_xy), pos_xy.unsqueeze(-2), yaw.unsqueeze(-1)) / range_m
+    rel_yaw = pick(yaw) - yaw.unsqueeze(-1)
+    rel_vel_w = pick(vel_xy) - vel_xy.unsqueeze(-2)
+    c, s = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
+    rel_vel = torch.stack(
+        (c * rel_vel_w[..., 0] + s * rel_vel_w[..., 1], -s * rel_vel_w[..., 0] + c * rel_vel_w[..., 1]),
+        dim=-1,
+    )
+    ttc = torch.gather(ttc_s, 2, idx)
+    feats = torch.cat(
+        (
+            rel_pos,
+            torch.sin(rel_yaw).unsqueeze(-1),
+            torch.cos(rel_yaw).unsqueeze(-1),
+            rel_vel / 10.0,
+            (pick(length) / 5.0).unsqueeze(-1),
+            (pick(width) / 5.0).unsqueeze(-1),
+            (ttc / 10.0).clamp(0.0, 1.0).unsqueeze(-1),
+            valid.unsqueeze(-1).float(),
+        ),
+        dim=-1,
+    )
+    feats = torch.where(valid.unsqueeze(-1), feats, torch.zeros_like(feats))
+    if m_eff < m:
+        feats = torch.cat((feats, feats.new_zeros(w, k, m - m_eff, feats.shape[-1])), dim=2)
+    return feats.flatten(-2)
+
+
+def observation_dim(
+    num_lookahead: int, num_road_points: int, num_neighbors: int, friction_aware: bool
+) -> int:
+    """Length of the flat per-agent observation vector."""
+    return (
+        EGO_DIM
+        + 2 * num_lookahead
+        + ROAD_FEATURES * num_road_points
+        + NEIGHBOR_FEATURES * num_neighbors
+        + int(friction_aware)
+    )

@@ -1,0 +1,175 @@
+"""A pool of scenes as padded tensors, gathered into worlds at reset.
+
+Shapes (S scenes, K agents per world, P road points, R route points):
+
+- ``road_xy``     (S, P, 2) road-graph sample points [m]; ``road_feat`` (S, P, 5): tangent (dx, dy)
+  and a one-hot of :class:`~scenefactory.scenes.roadgraph.PointType`; ``road_valid`` (S, P).
+- ``route_xy``    (S, K, R, 2) per-agent route polylines; ``route_valid`` (S, K, R).
+- ``route_s``     (S, K, R) cumulative arc length [m], strictly increasing (padding continues past
+  the end in 1 km steps so batched ``searchsorted`` works); ``route_end_s`` (S, K).
+- ``goal_xy``     (S, K, 2); ``goal_s`` (S, K) goal arc length along the route [m].
+- ``spawn_pose``  (S, K, 3); ``spawn_speed`` (S, K); ``agent_valid`` (S, K) bool.
+- ``length``/``width`` (S, K) [m]; ``friction`` (S,).
+- ``grids``       drivable-area distance fields, one per scene.
+
+Scenes with more agent slots than K are truncated to their first K agents; fewer are padded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from scenefactory.scenes.roadgraph import PointType
+from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving.drivable import GridStack, build_drivable_grid
+
+NUM_POINT_TYPES = len(PointType)
+
+
+def resample_polyline(xy: np.ndarray, spacing_m: float) -> tuple[np.ndarray, np.ndarray]:
+    """Points every ``spacing_m`` along ``xy`` (n, 2) (ends included) and unit tangents, both (m, 2)."""
+    seg = np.diff(xy, axis=0)
+    seg_len = np.linalg.norm(seg, axis=1)
+    keep = seg_len > 1e-9
+    if not keep.any():
+        return xy[:1].copy(), np.array([[1.0, 0.0]])
+    xy = np.concatenate([xy[:1], xy[1:][keep]], axis=0)
+    seg, seg_len = seg[keep], seg_len[keep]
+    s = np.concatenate([[0.0], np.cumsum(seg_len)])
+    count = max(int(np.floor(s[-1] / spacing_m)), 1) + 1
+    query = np.linspace(0.0, s[-1], count)
+    idx = np.clip(np.searchsorted(s, query, side="right") - 1, 0, len(seg) - 1)
+    frac = ((query - s[idx]) / seg_len[idx])[:, None]
+    pts = xy[idx] + frac * seg[idx]
+    tangents = seg[idx] / seg_len[idx][:, None]
+    return pts, tangents
+
+
+def road_points(scene: Scene, spacing_m: float) -> tuple[np.ndarray, np.ndarray]:
+    """All road-graph sample points of a scene: ``xy`` (P, 2) and ``feat`` (P, 5) = tangent, type one-hot."""
+    rg = scene.roadgraph
+    groups = (
+        (rg.lanes(), PointType.LANE_CENTER),
+        (rg.lines(), PointType.ROAD_LINE),
+        (rg.edges(), PointType.ROAD_EDGE),
+    )
+    xys, feats = [], []
+    for polys, kind in groups:
+        for poly in polys:
+            if len(poly) < 2:
+                continue
+            pts, tan = resample_polyline(poly, spacing_m)
+            onehot = np.zeros((len(pts), NUM_POINT_TYPES))
+            onehot[:, int(kind)] = 1.0
+            xys.append(pts)
+            feats.append(np.concatenate([tan, onehot], axis=1))
+    return np.concatenate(xys, axis=0), np.concatenate(feats, axis=0)
+
+
+@dataclass(frozen=True)
+class ScenePool:
+    """Padded tensors of a list of scenes (see the module docstring)."""
+
+    scenes: tuple[Scene, ...]
+    road_xy: torch.Tensor
+    road_feat: torch.Tensor
+    road_valid: torch.Tensor
+    route_xy: torch.Tensor
+    route_valid: torch.Tensor
+    route_s: torch.Tensor
+    route_end_s: torch.Tensor
+    goal_xy: torch.Tensor
+    goal_s: torch.Tensor
+    spawn_pose: torch.Tensor
+    spawn_speed: torch.Tensor
+    agent_valid: torch.Tensor
+    length: torch.Tensor
+    width: torch.Tensor
+    friction: torch.Tensor
+    grids: GridStack
+
+    @property
+    def num_scenes(self) -> int:
+        """S."""
+        return len(self.scenes)
+
+
+def build_pool(
+    scenes: Sequence[Scene], agents_per_world: int, road_point_spacing_m: float, device: torch.device
+) -> ScenePool:
+    """Tensorize ``scenes`` for worlds of ``agents_per_world`` agents (see the module docstring)."""
+    if not scenes:
+        raise ValueError("the scene pool is empty: need at least one scene")
+    k = agents_per_world
+    pts = [road_points(sc, road_point_spacing_m) for sc in scenes]
+    p_max = max(len(xy) for xy, _ in pts)
+    r_max = max(sc.route_xy.shape[1] for sc in scenes)
+    s_n = len(scenes)
+    road_xy = np.zeros((s_n, p_max, 2))
+    road_feat = np.zeros((s_n, p_max, 2 + NUM_POINT_TYPES))
+    road_valid = np.zeros((s_n, p_max), dtype=bool)
+    route_xy = np.zeros((s_n, k, r_max, 2))
+    route_valid = np.zeros((s_n, k, r_max), dtype=bool)
+    goal_xy = np.zeros((s_n, k, 2))
+    goal_s = np.ones((s_n, k))
+    spawn_pose = np.zeros((s_n, k, 3))
+    spawn_speed = np.zeros((s_n, k))
+    agent_valid = np.zeros((s_n, k), dtype=bool)
+    length = np.full((s_n, k), 4.5)
+    width = np.full((s_n, k), 1.9)
+    for i, (sc, (xy, feat)) in enumerate(zip(scenes, pts, strict=True)):
+        road_xy[i, : len(xy)] = xy
+        road_feat[i, : len(xy)] = feat
+        road_valid[i, : len(xy)] = True
+        n = min(k, sc.max_agents)
+        r = sc.route_xy.shape[1]
+        route_xy[i, :n, :r] = sc.route_xy[:n]
+        route_valid[i, :n, :r] = sc.route_valid[:n]
+        goal_xy[i, :n] = sc.goal_xy[:n]
+        goal_s[i, :n] = sc.goal_s_m[:n]
+        spawn_pose[i, :n] = sc.spawn_pose[:n]
+        spawn_speed[i, :n] = sc.spawn_speed_mps[:n]
+        agent_valid[i, :n] = sc.agent_valid[:n]
+        length[i, :n] = sc.length_m[:n]
+        width[i, :n] = sc.width_m[:n]
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, device=device, dtype=torch.bool if a.dtype == bool else torch.float32)
+
+    route_s, route_end_s = _route_arclength(route_xy, route_valid)
+    grids = GridStack.from_grids([build_drivable_grid(sc.roadgraph) for sc in scenes], device=device)
+    return ScenePool(
+        scenes=tuple(scenes),
+        road_xy=t(road_xy),
+        road_feat=t(road_feat),
+        road_valid=t(road_valid),
+        route_xy=t(route_xy),
+        route_valid=t(route_valid),
+        route_s=t(route_s),
+        route_end_s=t(route_end_s),
+        goal_xy=t(goal_xy),
+        goal_s=t(goal_s),
+        spawn_pose=t(spawn_pose),
+        spawn_speed=t(spawn_speed),
+        agent_valid=t(agent_valid),
+        length=t(length),
+        width=t(width),
+        friction=torch.tensor([sc.friction for sc in scenes], dtype=torch.float32, device=device),
+        grids=grids,
+    )
+
+
+def _route_arclength(route_xy: np.ndarray, route_valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative arc length (..., R) of padded routes and the end arc length (...,)."""
+    seg = np.linalg.norm(np.diff(route_xy, axis=-2), axis=-1)
+    seg = np.where(route_valid[..., 1:] & route_valid[..., :-1], seg, 0.0)
+    s = np.concatenate([np.zeros((*seg.shape[:-1], 1)), np.cumsum(seg, axis=-1)], axis=-1)
+    count = route_valid.sum(axis=-1)
+    end = np.take_along_axis(s, np.clip(count - 1, 0, None)[..., None], axis=-1)[..., 0]
+    pad_rank = np.cumsum(~route_valid, axis=-1)
+    s = np.where(route_valid, s, end[..., None] + 1000.0 * pad_rank)
+    return s, end
