@@ -14,7 +14,8 @@ import pytest
 
 from scenefactory.errors import UserError
 from scenefactory.scenes.library import GENERATOR_KINDS, procedural_scenes, scene_seed
-from scenefactory.scenes.procedural import GENERATORS, CurvedParams, StraightParams, sample_params
+from scenefactory.scenes.procedural import GENERATORS, sample_params
+from scenefactory.scenes.procedural_params import CurvedParams, StraightParams
 from scenefactory.scenes.roadgraph import RoadGraph
 from scenefactory.scenes.routes import AgentSamplingConfig, make_procedural_scene, sample_agents
 from scenefactory.scenes.scene import Scene

@@ -38,6 +38,9 @@ def _engine(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (names are a contract relied on by docs and tools)."""
     p = argparse.ArgumentParser(prog="scenefactory", description="Batched driving simulation for RL.")
+    p.add_argument(
+        "--threads", type=_positive, default=None, help="torch CPU threads (default: torch's choice)"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="train, evaluate and render on the embedded default scenes")
@@ -83,7 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the command; raises :class:`UserError` on bad input."""
     args = build_parser().parse_args(argv)
+    import torch
+
     from scenefactory import drive
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     if args.command == "demo":
         metrics = drive.demo(

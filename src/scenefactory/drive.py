@@ -111,6 +111,8 @@ def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
                 f"coll {m.get('collision_rate', float('nan')):.2f}  {s.fps:,.0f} steps/s"
             )
             bar.update(job, completed=s.iteration, info=info)
+            if not console.is_terminal and s.iteration % 10 == 0:  # no live bar in logs: print a line
+                console.print(f"iteration {s.iteration}/{spec.iterations}: {info}")
 
         trainer.run(on_iteration)
     plot_learning_curve(
@@ -193,7 +195,7 @@ def bench(engine: str, worlds: int, agents: int, baseline: bool, steps: int, out
 
 # ------------------------------------------------------------------------------------------ demo
 
-DEMO = TrainArgs(out=Path("runs/demo"), worlds=128, agents=8, iterations=120, seed=0, num_train_scenes=120)
+DEMO = TrainArgs(out=Path("runs/demo"), worlds=128, agents=8, iterations=200, seed=0, num_train_scenes=120)
 DEMO_EVAL_SCENES = 120
 
 

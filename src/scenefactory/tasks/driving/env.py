@@ -34,10 +34,12 @@ from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.context import StepContext
 from scenefactory.tasks.driving.geometry import (
+    PolylineSegments,
     box_corners,
     pairwise_box_overlap,
     pairwise_ttc_drac,
-    project_on_polyline,
+    polyline_segments,
+    project_on_segments,
     world_to_ego,
 )
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
@@ -156,6 +158,7 @@ class DrivingEnv:
         self.length = zeros(w, k)
         self.width = zeros(w, k)
         self.friction = zeros(w)
+        self.route_segs: PolylineSegments = polyline_segments(self.route_xy, self.route_valid)
         self._obs = zeros(w, k, self.obs_dim)
         self.reset()
 
@@ -208,10 +211,10 @@ class DrivingEnv:
         self.prev_actions[world_ids] = 0.0
         self.peak_drac[world_ids] = 0.0
         self.min_ttc[world_ids] = float("inf")
-        s0, _, _, _ = project_on_polyline(
-            p.spawn_pose[scene_ids][..., :2], self.route_xy[world_ids], self.route_valid[world_ids]
-        )
-        self.s_prev[world_ids] = s0
+        segs = polyline_segments(self.route_xy[world_ids], self.route_valid[world_ids])
+        for name, value in vars(segs).items():
+            getattr(self.route_segs, name)[world_ids] = value
+        self.s_prev[world_ids] = project_on_segments(p.spawn_pose[scene_ids][..., :2], segs)[0]
 
     # -------------------------------------------------------------------------------------- step
 
@@ -232,7 +235,8 @@ class DrivingEnv:
         self.step_count += 1
         self.agent_steps += was_active.long()
         # 2. geometry
-        s_now = project_on_polyline(st.pos_xy, self.route_xy, self.route_valid)[0]
+        proj = project_on_segments(st.pos_xy, self.route_segs)
+        s_now = proj[0]
         progress = (s_now - self.s_prev).clamp(-cfg.progress_clip_m, cfg.progress_clip_m) * was_active
         self.s_prev = torch.where(was_active, s_now, self.s_prev)
         goal_dist = (st.pos_xy - self.goal_xy).norm(dim=-1)
@@ -286,7 +290,7 @@ class DrivingEnv:
         # 7. observations
         st_now = self.engine.state() if reset_ids.numel() else st
         ttc_now = self._pairwise(st_now)[0] if reset_ids.numel() else ttc
-        self._obs = self._observe(st_now, ttc_now, s_now if not reset_ids.numel() else None)
+        self._obs = self._observe(st_now, ttc_now, None if reset_ids.numel() else proj)
         return StepResult(
             obs=self._obs,
             reward=reward,
@@ -317,13 +321,12 @@ class DrivingEnv:
     # ------------------------------------------------------------------------------ observations
 
     def _observe(
-        self, st: VehicleState, ttc: torch.Tensor, s_now: torch.Tensor | None = None
+        self, st: VehicleState, ttc: torch.Tensor, proj: tuple[torch.Tensor, ...] | None = None
     ) -> torch.Tensor:
         cfg, oc = self.cfg, self.cfg.observations
-        if s_now is None:
-            s_now, lateral, tangent_yaw, _ = project_on_polyline(st.pos_xy, self.route_xy, self.route_valid)
-        else:
-            _, lateral, tangent_yaw, _ = project_on_polyline(st.pos_xy, self.route_xy, self.route_valid)
+        if proj is None:
+            proj = project_on_segments(st.pos_xy, self.route_segs)
+        s_now, lateral, tangent_yaw = proj[0], proj[1], proj[2]
         goal_ego = world_to_ego(self.goal_xy, st.pos_xy, st.yaw)
         time_left = 1.0 - self.step_count.float() / cfg.max_steps
         parts = [

@@ -1,0 +1,156 @@
+"""End-to-end CLI on tiny settings: train → resume → eval → render → bench, and user errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from scenefactory.cli import main
+from scenefactory.io import atomic_write_bytes
+from scenefactory.rl.ppo import load_checkpoint, load_policy
+
+TINY = ["--worlds", "4", "--agents", "2", "--train-scenes", "3", "--seed", "3"]
+METRIC_KEYS = (
+    "goal_reach_rate",
+    "collision_rate",
+    "offroad_rate",
+    "timeout_rate",
+    "mean_peak_drac_mps2",
+    "high_drac_rate",
+    "near_miss_rate",
+    "episodes",
+)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("train")
+    assert (
+        main(["train", "drive", "--engine", "kinematic", *TINY, "--iterations", "2", "--out", str(out)]) == 0
+    )
+    return out
+
+
+def test_train_writes_checkpoint_history_config_and_curve(trained: Path) -> None:
+    assert (trained / "checkpoints" / "latest.pt").is_file()
+    assert (trained / "learning_curve.png").stat().st_size > 1000
+    history = json.loads((trained / "history.json").read_text())
+    assert [r["iteration"] for r in history] == [1, 2]
+    cfg = json.loads((trained / "config.json").read_text())
+    assert cfg["seed"] == 3 and cfg["task"]["num_worlds"] == 4
+    assert any((trained / "tensorboard").iterdir())
+
+
+def test_resume_continues_where_it_stopped(trained: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "checkpoints").mkdir()
+    src = trained / "checkpoints" / "latest.pt"
+    (out / "checkpoints" / "latest.pt").write_bytes(src.read_bytes())
+    before = load_checkpoint(src)
+    assert main(["train", "drive", *TINY, "--iterations", "3", "--out", str(out)]) == 0
+    after = load_checkpoint(out / "checkpoints" / "latest.pt")
+    assert after["iteration"] == 3
+    assert [r["iteration"] for r in after["history"]] == [1, 2, 3]
+    assert after["env_steps"] == before["env_steps"] * 3 // 2
+    # a different setting refuses to resume into the same folder
+    assert main(["train", "drive", *TINY[:-2], "--seed", "4", "--iterations", "4", "--out", str(out)]) == 2
+
+
+def test_eval_writes_metrics_with_cis(trained: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    ckpt = trained / "checkpoints" / "latest.pt"
+    assert (
+        main(
+            [
+                "eval",
+                "drive",
+                "--checkpoint",
+                str(ckpt),
+                "--engine",
+                "kinematic",
+                "--episodes",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    m = json.loads((out / "metrics.json").read_text())
+    for key in METRIC_KEYS:
+        assert key in m
+    for key in METRIC_KEYS[:-1]:
+        assert len(m[f"{key}_ci95"]) == 2
+    assert m["scenes"] == 3 and m["episodes"] >= 3
+    rates = sum(m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "timeout_rate"))
+    assert rates == pytest.approx(1.0)
+    assert m["scene_split"] == "eval"  # held-out seeds; disjointness is tested in test_procedural
+
+
+def test_render_writes_a_gif(trained: Path, tmp_path: Path) -> None:
+    out = tmp_path / "video.gif"
+    ckpt = trained / "checkpoints" / "latest.pt"
+    assert main(["render", "drive", "--checkpoint", str(ckpt), "--panels", "2", "--out", str(out)]) == 0
+    assert out.read_bytes()[:6] in (b"GIF89a", b"GIF87a")
+
+
+@pytest.mark.parametrize("baseline", [False, True])
+def test_bench_reports_casps(tmp_path: Path, baseline: bool) -> None:
+    out = tmp_path / "bench.json"
+    args = ["bench", "drive", "--engine", "kinematic", "--worlds", "2", "--agents", "2", "--steps", "2"]
+    assert main([*args, *(["--baseline"] if baseline else []), "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["casps"] > 0 and r["baseline"] is baseline
+    assert r["worlds"] == 2 and r["agents_per_world"] == 2 and r["engine"] == "kinematic"
+    assert "cpu_count" in r["machine"]
+
+
+def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "drive", "--worlds", "0", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "expected a positive integer, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "drive", "--engine", "warp9", "--out", str(tmp_path / "b.json")])
+    assert "unknown engine 'warp9'" in capsys.readouterr().err
+    missing = tmp_path / "nope.pt"
+    assert main(["eval", "drive", "--checkpoint", str(missing), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint not found" in err and "Traceback" not in err
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint")
+    assert main(["eval", "drive", "--checkpoint", str(junk), "--out", str(tmp_path)]) == 2
+    assert "not a readable torch checkpoint" in capsys.readouterr().err
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": 1}, foreign)
+    assert main(["render", "drive", "--checkpoint", str(foreign), "--out", str(tmp_path / "v.gif")]) == 2
+    assert "not a scenefactory checkpoint" in capsys.readouterr().err
+
+
+def test_incompatible_checkpoint_task_is_refused(trained: Path, tmp_path: Path) -> None:
+    data = load_checkpoint(trained / "checkpoints" / "latest.pt")
+    data["task"] = "go1"
+    path = tmp_path / "go1.pt"
+    torch.save(data, path)
+    with pytest.raises(Exception, match="task 'go1', expected 'drive'"):
+        load_policy(path)
+
+
+def test_atomic_write_keeps_the_old_file_when_the_write_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "latest.pt"
+    atomic_write_bytes(target, b"good")
+
+    def boom(*_: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr("os.replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_bytes(target, b"half")
+    assert target.read_bytes() == b"good"
+    assert [p.name for p in tmp_path.iterdir()] == ["latest.pt"]  # no temp file left behind
