@@ -12,9 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
 
-ENGINE_HELP = "simulation engine (kinematic)"
+ENGINE_HELP = "simulation engine: kinematic (bicycle, torch) or mujoco (articulated cars)"
 
 
 def _positive(text: str) -> int:
@@ -24,6 +25,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate in Hz, got '{text}'") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive rate in Hz, got {value}")
     return value
 
 
@@ -59,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         t = tasks.add_parser("drive", help="multi-agent goal reaching on procedural scenes")
         t.add_argument("--engine", type=_engine, default="kinematic", help=ENGINE_HELP)
         t.add_argument("--seed", type=int, default=0)
+        t.add_argument(
+            "--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]"
+        )
         if name == "train":
             t.add_argument("--worlds", type=_positive, default=128)
             t.add_argument("--agents", type=_positive, default=8)
@@ -75,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument("--agents", type=_positive, default=16)
             t.add_argument("--steps", type=_positive, default=30, help="timed steps after warm-up")
             t.add_argument("--baseline", action="store_true", help="non-vectorized reference")
+            t.add_argument("--policy-hz", type=_rate, default=10.0, help="policy (control) rate [Hz]")
             t.add_argument("--out", type=Path, required=True)
         else:
             t.add_argument("--checkpoint", type=Path, required=True)
@@ -108,22 +123,33 @@ def run(argv: Sequence[str] | None = None) -> int:
             iterations=args.iterations,
             seed=args.seed,
             num_train_scenes=args.train_scenes,
+            physics_hz=args.physics_hz,
         )
         trainer = drive.train(targs)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
     elif args.command == "eval":
         m = drive.evaluate_checkpoint(
-            args.checkpoint, args.engine, args.episodes, args.seed, args.out, args.worlds
+            args.checkpoint, args.engine, args.episodes, args.seed, args.out, args.worlds, args.physics_hz
         )
         print(
             json.dumps({k: m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")})
         )
         print(f"metrics: {args.out / 'metrics.json'}")
     elif args.command == "bench":
-        r = drive.bench(args.engine, args.worlds, args.agents, args.baseline, args.steps, args.out, args.seed)
+        r = drive.bench(
+            args.engine,
+            args.worlds,
+            args.agents,
+            args.baseline,
+            args.steps,
+            args.out,
+            args.seed,
+            physics_hz=args.physics_hz,
+            policy_hz=args.policy_hz,
+        )
         print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
     elif args.command == "render":
-        path = drive.render(args.checkpoint, args.engine, args.out, args.seed, args.panels)
+        path = drive.render(args.checkpoint, args.engine, args.out, args.seed, args.panels, args.physics_hz)
         print(f"video: {path}")
     return 0
 

@@ -21,6 +21,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
 from scenefactory.evaluation.bench import bench_drive
 from scenefactory.evaluation.plots import plot_learning_curve, plot_metric_bars
@@ -67,6 +68,7 @@ class TrainArgs:
     iterations: int = 150
     seed: int = 0
     num_train_scenes: int = 120
+    physics_hz: float = DEFAULT_PHYSICS_HZ
 
 
 def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
@@ -85,6 +87,7 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
         task=task,
         ppo=ppo or PPOConfig(),
         engine=args.engine,
+        physics_hz=args.physics_hz,
         iterations=args.iterations,
         seed=args.seed,
         num_train_scenes=args.num_train_scenes,
@@ -127,7 +130,13 @@ def eval_scenes(num: int, agents: int, seed: int) -> list:
 
 
 def evaluate_checkpoint(
-    checkpoint: str | Path, engine: str, episodes: int, seed: int, out: Path, worlds: int = 64
+    checkpoint: str | Path,
+    engine: str,
+    episodes: int,
+    seed: int,
+    out: Path,
+    worlds: int = 64,
+    physics_hz: float = DEFAULT_PHYSICS_HZ,
 ) -> dict[str, Any]:
     """Evaluate a checkpoint on ``episodes`` held-out scenes; writes ``out/metrics.json`` and a bar chart."""
     if episodes < 1:
@@ -146,10 +155,12 @@ def evaluate_checkpoint(
             num_worlds=worlds,
             seed=seed,
             progress=lambda done, total: bar.update(job, completed=done),
+            physics_hz=physics_hz,
         )
     metrics.update(
         {
             "engine": engine,
+            "physics_hz": physics_hz if engine != "kinematic" else None,
             "checkpoint": str(checkpoint),
             "trained_on": policy.meta.get("engine"),
             "trained_iterations": policy.meta.get("iteration"),
@@ -170,7 +181,14 @@ def evaluate_checkpoint(
     return metrics
 
 
-def render(checkpoint: str | Path, engine: str, out: Path, seed: int, panels: int = 4) -> Path:
+def render(
+    checkpoint: str | Path,
+    engine: str,
+    out: Path,
+    seed: int,
+    panels: int = 4,
+    physics_hz: float = DEFAULT_PHYSICS_HZ,
+) -> Path:
     """Top-down GIF of the policy on ``panels`` held-out scenes (one of each kind first)."""
     if not 1 <= panels <= 4:
         raise UserError(f"--panels must be between 1 and 4, got {panels}")
@@ -178,17 +196,38 @@ def render(checkpoint: str | Path, engine: str, out: Path, seed: int, panels: in
         raise UserError(f"--out must name a .gif file, got '{out}'")
     policy = load_policy(checkpoint)
     scenes = eval_scenes(panels, policy.task_cfg.agents_per_world, seed + 7)
-    records = record_episodes(policy.act, policy.task_cfg, scenes, engine=engine, seed=seed)
+    records = record_episodes(
+        policy.act, policy.task_cfg, scenes, engine=engine, seed=seed, physics_hz=physics_hz
+    )
     records = [replace(r, title=f"{r.title} ({engine})") for r in records]
     return render_episodes_gif(records, out)
 
 
-def bench(engine: str, worlds: int, agents: int, baseline: bool, steps: int, out: Path, seed: int) -> dict:
+def bench(
+    engine: str,
+    worlds: int,
+    agents: int,
+    baseline: bool,
+    steps: int,
+    out: Path,
+    seed: int,
+    physics_hz: float = DEFAULT_PHYSICS_HZ,
+    policy_hz: float = 10.0,
+) -> dict:
     """Run the CASPS benchmark and write its JSON."""
     for name, v in (("worlds", worlds), ("agents", agents), ("steps", steps)):
         if v < 1:
             raise UserError(f"--{name} must be a positive integer, got {v}")
-    result = bench_drive(engine, worlds, agents, baseline=baseline, steps=steps, seed=seed)
+    result = bench_drive(
+        engine,
+        worlds,
+        agents,
+        baseline=baseline,
+        steps=steps,
+        seed=seed,
+        physics_hz=physics_hz,
+        policy_hz=policy_hz,
+    )
     write_json(out, result)
     return result
 

@@ -119,6 +119,11 @@ class Engine(Protocol):
         """The current state without stepping."""
         ...
 
+    def collisions(self) -> torch.Tensor | None:
+        """(W, K) bool vehicle–vehicle contacts during the last step, from the engine's own contact
+        model; ``None`` when the engine has none (the task then tests box overlap itself)."""
+        ...
+
 
 def actions_to_controls(actions: torch.Tensor, params: VehicleParams) -> tuple[torch.Tensor, torch.Tensor]:
     """Map normalized ``actions`` (..., 2) = [steer, accel] in [-1, 1] to physical commands.

@@ -144,6 +144,10 @@ class KinematicEngine:
         self._beta = torch.where(live, beta, zero)
         return self.state()
 
+    def collisions(self) -> None:
+        """The kinematic tier has no contact model: the task tests box overlap."""
+        return None
+
     def state(self) -> VehicleState:
         """Current batched state (see :class:`VehicleState`)."""
         heading = self._yaw + self._beta

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.rl.ppo import PPOConfig, build_actor
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.tasks.driving.config import DrivingTaskConfig
@@ -51,15 +52,17 @@ def bench_drive(
     warmup: int = 5,
     seed: int = 0,
     num_scenes: int = 24,
+    physics_hz: float = DEFAULT_PHYSICS_HZ,
+    policy_hz: float = 10.0,
 ) -> dict[str, Any]:
     """Measure CASPS; returns the JSON-ready result (see the module docstring)."""
-    task = DrivingTaskConfig(num_worlds=worlds, agents_per_world=agents)
+    task = DrivingTaskConfig(num_worlds=worlds, agents_per_world=agents, dt_s=1.0 / policy_hz)
     scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
     torch.manual_seed(seed)
     if baseline:
-        result = _bench_baseline(task, scenes, engine, steps, warmup, seed)
+        result = _bench_baseline(task, scenes, engine, steps, warmup, seed, physics_hz)
     else:
-        result = _bench_vectorized(task, scenes, engine, steps, warmup, seed)
+        result = _bench_vectorized(task, scenes, engine, steps, warmup, seed, physics_hz)
     result.update(
         {
             "engine": engine,
@@ -68,6 +71,8 @@ def bench_drive(
             "baseline": baseline,
             "steps": steps,
             "dt_s": task.dt_s,
+            "policy_hz": policy_hz,
+            "physics_hz": physics_hz if engine != "kinematic" else None,
             "seed": seed,
             "num_scenes": num_scenes,
             "machine": machine_info(),
@@ -77,9 +82,9 @@ def bench_drive(
 
 
 def _bench_vectorized(
-    task: DrivingTaskConfig, scenes: list, engine: str, steps: int, warmup: int, seed: int
+    task: DrivingTaskConfig, scenes: list, engine: str, steps: int, warmup: int, seed: int, physics_hz: float
 ) -> dict[str, Any]:
-    env = DrivingEnv(task, scenes, engine=engine, seed=seed)
+    env = DrivingEnv(task, scenes, engine=engine, seed=seed, physics_hz=physics_hz)
     actor = build_actor(env.obs_dim, PPOConfig())
     from tensordict import TensorDict
 
@@ -108,13 +113,16 @@ def _bench_vectorized(
 
 
 def _bench_baseline(
-    task: DrivingTaskConfig, scenes: list, engine: str, steps: int, warmup: int, seed: int
+    task: DrivingTaskConfig, scenes: list, engine: str, steps: int, warmup: int, seed: int, physics_hz: float
 ) -> dict[str, Any]:
     one = replace(task, num_worlds=1)
     pool = build_pool(
         scenes, task.agents_per_world, task.observations.road_point_spacing_m, torch.device("cpu")
     )
-    envs = [DrivingEnv(one, scenes, engine=engine, seed=seed + w, pool=pool) for w in range(task.num_worlds)]
+    envs = [
+        DrivingEnv(one, scenes, engine=engine, seed=seed + w, pool=pool, physics_hz=physics_hz)
+        for w in range(task.num_worlds)
+    ]
     actor = build_actor(envs[0].obs_dim, PPOConfig())
     from tensordict import TensorDict
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.engines.base import Engine
 from scenefactory.evaluation.metrics import EpisodeLog, summarize
 from scenefactory.evaluation.record import AgentStatus, EpisodeRecord
@@ -28,6 +29,7 @@ def evaluate(
     num_worlds: int = 64,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    physics_hz: float = DEFAULT_PHYSICS_HZ,
 ) -> tuple[dict[str, Any], EpisodeLog]:
     """Play every scene exactly once (worlds take them in order) and summarize the agent-episodes.
 
@@ -36,7 +38,7 @@ def evaluate(
     """
     n = len(scenes)
     cfg = replace(task_cfg, num_worlds=min(num_worlds, n))
-    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True)
+    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True, physics_hz=physics_hz)
     log = EpisodeLog()
     completed = 0
     obs = env.observations()
@@ -61,10 +63,11 @@ def record_episodes(
     scenes: Sequence[Scene],
     engine: str | Engine = "kinematic",
     seed: int = 0,
+    physics_hz: float = DEFAULT_PHYSICS_HZ,
 ) -> list[EpisodeRecord]:
     """Play one episode per scene (one world each, in parallel) and record every step for rendering."""
     cfg = replace(task_cfg, num_worlds=len(scenes))
-    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True)
+    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True, physics_hz=physics_hz)
     w = env.num_worlds
     st = env.engine.state()
     frames: list[tuple[np.ndarray, ...]] = [

@@ -32,6 +32,7 @@ from rsl_rl.env import VecEnv
 from rsl_rl.models import MLPModel
 from tensordict import TensorDict
 
+from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import CheckpointError, UserError
 from scenefactory.evaluation.metrics import EpisodeLog, summarize
 from scenefactory.io import atomic_write_bytes, write_json
@@ -240,7 +241,8 @@ def load_policy(path: str | os.PathLike[str], task: str = "drive") -> LoadedPoli
     except RuntimeError as exc:
         raise CheckpointError(f"{path}: actor weights do not fit the saved config ({exc})") from exc
     actor.eval()
-    meta: dict[str, Any] = {k: data[k] for k in ("iteration", "engine", "seed", "obs_dim") if k in data}
+    keys = ("iteration", "engine", "physics_hz", "seed", "obs_dim")
+    meta: dict[str, Any] = {k: data[k] for k in keys if k in data}
     return LoadedPolicy(actor, task_cfg, ppo_cfg, meta)
 
 
@@ -254,6 +256,7 @@ class TrainSpec:
     task: DrivingTaskConfig
     ppo: PPOConfig = field(default_factory=PPOConfig)
     engine: str = "kinematic"
+    physics_hz: float = DEFAULT_PHYSICS_HZ
     iterations: int = 100
     seed: int = 0
     num_train_scenes: int = 120
@@ -266,6 +269,7 @@ def spec_to_dict(spec: TrainSpec) -> dict[str, Any]:
         "task": task_config_to_dict(spec.task),
         "ppo": asdict(spec.ppo),
         "engine": spec.engine,
+        "physics_hz": spec.physics_hz,
         "iterations": spec.iterations,
         "seed": spec.seed,
         "num_train_scenes": spec.num_train_scenes,
@@ -322,7 +326,9 @@ class Trainer:
         self.out = Path(out_dir)
         self.ckpt_dir = self.out / "checkpoints"
         seed_everything(spec.seed)
-        self.env = DrivingEnv(spec.task, scenes, engine=spec.engine, seed=spec.seed)
+        self.env = DrivingEnv(
+            spec.task, scenes, engine=spec.engine, seed=spec.seed, physics_hz=spec.physics_hz
+        )
         self.vec = DrivingVecEnv(self.env)
         self.rsl_cfg = spec.ppo.rsl_cfg()
         with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model architectures
@@ -338,7 +344,7 @@ class Trainer:
         data = load_checkpoint(path)
         saved = data.get("spec")
         mine = spec_to_dict(self.spec)
-        for key in ("task", "ppo", "engine", "seed", "num_train_scenes", "scene_source"):
+        for key in ("task", "ppo", "engine", "physics_hz", "seed", "num_train_scenes", "scene_source"):
             if saved is None or saved.get(key) != json.loads(json.dumps(mine[key])):
                 raise CheckpointError(
                     f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
@@ -358,6 +364,7 @@ class Trainer:
                 "format": CHECKPOINT_FORMAT,
                 "task": "drive",
                 "engine": self.spec.engine,
+                "physics_hz": self.spec.physics_hz,
                 "seed": self.spec.seed,
                 "iteration": self.iteration,
                 "env_steps": self.env_steps,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from scenefactory.engines import make_engine
+from scenefactory.engines import DEFAULT_PHYSICS_HZ, make_engine
 from scenefactory.engines.base import Engine, VehicleState
 from scenefactory.engines.kinematic import wrap_angle
 from scenefactory.evaluation.record import AgentStatus
@@ -97,6 +97,7 @@ class DrivingEnv:
         device: str | torch.device = "cpu",
         sequential_scenes: bool = False,
         pool: ScenePool | None = None,
+        physics_hz: float = DEFAULT_PHYSICS_HZ,
     ) -> None:
         """Build the scene pool and the engine; worlds start on scenes drawn with ``seed``.
 
@@ -109,7 +110,9 @@ class DrivingEnv:
         w, k = cfg.num_worlds, cfg.agents_per_world
         self.num_worlds, self.agents_per_world = w, k
         if isinstance(engine, str):
-            engine = make_engine(engine, w, k, dt=cfg.dt_s, params=cfg.vehicle, device=self.device)
+            engine = make_engine(
+                engine, w, k, dt=cfg.dt_s, params=cfg.vehicle, device=self.device, physics_hz=physics_hz
+            )
         if (engine.num_worlds, engine.agents_per_world) != (w, k):
             raise ValueError(
                 f"engine has {engine.num_worlds} x {engine.agents_per_world} agents, task wants {w} x {k}"
@@ -240,7 +243,11 @@ class DrivingEnv:
         progress = (s_now - self.s_prev).clamp(-cfg.progress_clip_m, cfg.progress_clip_m) * was_active
         self.s_prev = torch.where(was_active, s_now, self.s_prev)
         goal_dist = (st.pos_xy - self.goal_xy).norm(dim=-1)
-        collided = pairwise_box_overlap(st.pos_xy, st.yaw, self.length, self.width, was_active).any(-1)
+        contacts = self.engine.collisions()
+        if contacts is None:  # no contact model in the engine: exact box overlap
+            collided = pairwise_box_overlap(st.pos_xy, st.yaw, self.length, self.width, was_active).any(-1)
+        else:
+            collided = contacts
         corners = box_corners(st.pos_xy, st.yaw, self.length, self.width)
         ids = self.scene_id.view(-1, 1, 1).expand(*corners.shape[:-1])
         offroad = (self.pool.grids.sample(ids, corners).amax(-1) > cfg.offroad_tolerance_m) & was_active
