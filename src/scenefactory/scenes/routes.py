@@ -17,11 +17,27 @@ from typing import Any
 import numpy as np
 
 from scenefactory.errors import UserError
+from scenefactory.scenes.friction import RoadCondition
 from scenefactory.scenes.procedural import get_generator
 from scenefactory.scenes.roadgraph import RoadGraph
 from scenefactory.scenes.scene import Scene, make_scene
 
-FRICTION_RANGE = (0.5, 1.0)  # asphalt, until the friction model replaces it
+SURFACE_MIX = (("asphalt", 0.75), ("concrete", 0.25))
+"""Road surfaces of procedural scenes and their probabilities."""
+
+RAIN_MIX_MM_PER_H = ((0.0, 0.0, 0.6), (0.0, 20.0, 0.25), (20.0, 60.0, 0.15))
+"""Rain rate of procedural scenes: (low, high, probability) bands — dry, rain, heavy rain — drawn
+uniformly within the band and turned into a water film by ``friction.water_film_from_rain``."""
+
+
+def sample_road_condition(rng: np.random.Generator) -> RoadCondition:
+    """A surface and a water film drawn from :data:`SURFACE_MIX` and :data:`RAIN_MIX_MM_PER_H`."""
+    names, weights = zip(*SURFACE_MIX, strict=True)
+    surface = str(names[rng.choice(len(names), p=np.array(weights))])
+    lo, hi, _ = RAIN_MIX_MM_PER_H[rng.choice(len(RAIN_MIX_MM_PER_H), p=[b[2] for b in RAIN_MIX_MM_PER_H])]
+    return RoadCondition.from_rain(surface, float(rng.uniform(lo, hi)) if hi > lo else lo)
+
+
 _MAX_ROUTE_LANES = 1000  # guard against zero-length lane cycles
 
 
@@ -328,14 +344,15 @@ def make_procedural_scene(
         raise UserError(f"unknown {kind} params {unknown}; valid: {', '.join(sorted(valid))}")
     params = dataclasses.replace(params, **overrides)
     roadgraph = gen.make(params, road_rng)
-    friction = float(friction_rng.uniform(*FRICTION_RANGE))
+    condition = sample_road_condition(friction_rng)
     agents = sample_agents(roadgraph, num_agents, agent_rng, agent_cfg)
     return scene_from_agents(
         f"{kind}-{seed}",
         roadgraph,
         agents,
-        surface="asphalt",
-        friction=friction,
+        surface=condition.surface,
+        water_film_mm=condition.water_film_mm,
+        friction=condition.mu,
         generator=kind,
         seed=int(seed),
         params=dataclasses.asdict(params),

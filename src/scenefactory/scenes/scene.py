@@ -55,6 +55,7 @@ class Scene:
     agent_valid: np.ndarray
     surface: str = "asphalt"
     friction: float = 1.0
+    water_film_mm: float = 0.0
     generator: str = ""
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
@@ -174,6 +175,7 @@ def scene_to_dict(scene: Scene) -> dict[str, Any]:
         "seed": int(scene.seed),
         "params": scene.params,
         "surface": scene.surface,
+        "water_film_mm": float(scene.water_film_mm),
         "friction": float(scene.friction),
         "roadgraph": {
             "lanes": lanes,
@@ -316,6 +318,9 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
                 raise r.fail(f"{p}.{key}", "a positive size in metres", v)
             cols[col].append(v)
     friction = r.number(r.get(data, "friction", ""), "friction")
+    water_film = r.number(data.get("water_film_mm", 0.0), "water_film_mm")
+    if water_film < 0:
+        raise r.fail("water_film_mm", "a water film depth >= 0 mm", water_film)
     if friction <= 0:
         raise r.fail("friction", "a positive friction coefficient", friction)
     surface = r.get(data, "surface", "")
@@ -352,6 +357,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         width_m=cols["width"],
         surface=surface,
         friction=friction,
+        water_film_mm=water_film,
         generator=generator,
         seed=int(seed),
         params=params,

@@ -72,7 +72,11 @@ def _default_rewards() -> tuple[RewardTerm, ...]:
 
 @dataclass(frozen=True)
 class DrivingTaskConfig:
-    """The driving task: worlds × agents, episode limits, success radius, observations, rewards."""
+    """The driving task: worlds × agents, episode limits, success radius, observations, rewards.
+
+    ``water_film_randomization_mm`` (low, high): when set, every world reset draws a water film
+    uniformly from it and sets the world's road friction from the scene's surface through the
+    friction model (domain randomization of road conditions); ``None`` keeps each scene's own."""
 
     num_worlds: int = 64
     agents_per_world: int = 8
@@ -81,6 +85,7 @@ class DrivingTaskConfig:
     goal_radius_m: float = 3.0
     offroad_tolerance_m: float = 0.5
     progress_clip_m: float = 2.0
+    water_film_randomization_mm: tuple[float, float] | None = None
     observations: ObservationConfig = field(default_factory=ObservationConfig)
     rewards: tuple[RewardTerm, ...] = field(default_factory=_default_rewards)
     vehicle: VehicleParams = field(default_factory=VehicleParams)
@@ -95,6 +100,11 @@ class DrivingTaskConfig:
             raise ValueError(f"need 0 < dt_s < episode_length_s, got {self.dt_s}, {self.episode_length_s}")
         if not self.goal_radius_m > 0:
             raise ValueError(f"goal_radius_m must be positive, got {self.goal_radius_m}")
+        wf = self.water_film_randomization_mm
+        if wf is not None and not (len(wf) == 2 and 0.0 <= wf[0] <= wf[1]):
+            raise ValueError(
+                f"water_film_randomization_mm must be (low, high) with 0 <= low <= high, got {wf}"
+            )
         names = [t.name for t in self.rewards]
         if len(set(names)) != len(names):
             raise ValueError(f"reward term names must be unique, got {names}")
@@ -131,11 +141,13 @@ def task_config_from_dict(data: dict[str, Any]) -> DrivingTaskConfig:
                 f"unknown reward function '{t['fn']}', expected one of {sorted(REWARD_FUNCTIONS)}"
             )
         terms.append(RewardTerm(t["name"], REWARD_FUNCTIONS[t["fn"]], float(t["weight"])))
+    wf = data.pop("water_film_randomization_mm", None)
     obs = dict(data.pop("observations"))
     obs["route_lookahead_m"] = tuple(obs["route_lookahead_m"])
     return DrivingTaskConfig(
         observations=ObservationConfig(**obs),
         vehicle=VehicleParams(**data.pop("vehicle")),
         rewards=tuple(terms),
+        water_film_randomization_mm=None if wf is None else (float(wf[0]), float(wf[1])),
         **data,
     )

@@ -23,12 +23,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from scenefactory.engines import DEFAULT_PHYSICS_HZ, make_engine
 from scenefactory.engines.base import Engine, VehicleState
 from scenefactory.engines.kinematic import wrap_angle
 from scenefactory.evaluation.record import AgentStatus
+from scenefactory.scenes.friction import friction_array
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig
@@ -203,10 +205,11 @@ class DrivingEnv:
         self.goal_s[world_ids] = p.goal_s[scene_ids]
         self.length[world_ids] = p.length[scene_ids]
         self.width[world_ids] = p.width[scene_ids]
-        self.friction[world_ids] = p.friction[scene_ids]
+        mu = self._road_friction(scene_ids)
+        self.friction[world_ids] = mu
         valid = p.agent_valid[scene_ids]
         self.engine.reset(world_ids, p.spawn_pose[scene_ids], p.spawn_speed[scene_ids], valid)
-        self.engine.set_friction(world_ids, p.friction[scene_ids])
+        self.engine.set_friction(world_ids, mu)
         self.active[world_ids] = valid
         self.status[world_ids] = int(AgentStatus.ACTIVE)
         self.step_count[world_ids] = 0
@@ -218,6 +221,16 @@ class DrivingEnv:
         for name, value in vars(segs).items():
             getattr(self.route_segs, name)[world_ids] = value
         self.s_prev[world_ids] = project_on_segments(p.spawn_pose[scene_ids][..., :2], segs)[0]
+
+    def _road_friction(self, scene_ids: torch.Tensor) -> torch.Tensor:
+        """Friction of new episodes: the scenes' own, or randomized water films on their surfaces."""
+        wf = self.cfg.water_film_randomization_mm
+        if wf is None:
+            return self.pool.friction[scene_ids]
+        h = torch.empty(len(scene_ids)).uniform_(wf[0], wf[1], generator=self.generator)
+        surfaces = [self.pool.scenes[i].surface for i in scene_ids.tolist()]
+        mu = friction_array(surfaces, h.numpy().astype(np.float64))
+        return torch.as_tensor(mu, dtype=torch.float32, device=self.device)
 
     # -------------------------------------------------------------------------------------- step
 
