@@ -14,6 +14,7 @@ from pathlib import Path
 
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
+from scenefactory.scenes.friction import PRESETS
 
 ENGINE_HELP = "simulation engine: kinematic (bicycle, torch) or mujoco (articulated cars)"
 
@@ -58,6 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", type=Path, default=Path("runs/demo"))
     d.add_argument("--iterations", type=_positive, default=None, help="override the demo's PPO iterations")
     d.add_argument("--eval-scenes", type=_positive, default=None, help="override the held-out scene count")
+
+    v = sub.add_parser("validate", help="physics checks of a model")
+    vt = v.add_subparsers(dest="task", required=True)
+    vv = vt.add_parser("vehicle", help="braking, acceleration and circle manoeuvres per road condition")
+    vv.add_argument(
+        "--surface",
+        action="append",
+        choices=sorted(PRESETS),
+        help="road condition preset (repeatable; default: dry, wet, ice)",
+    )
+    vv.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
+    vv.add_argument("--out", type=Path, required=True)
 
     for name, helptext in (
         ("train", "train a policy with PPO"),
@@ -148,6 +161,12 @@ def run(argv: Sequence[str] | None = None) -> int:
             policy_hz=args.policy_hz,
         )
         print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
+    elif args.command == "validate":
+        result = drive.validate(args.surface, args.physics_hz, args.out)
+        print(
+            f"vehicle validation {'passed' if result['passed'] else 'FAILED'}: {args.out / 'validation.json'}"
+        )
+        return 0 if result["passed"] else 1
     elif args.command == "render":
         path = drive.render(args.checkpoint, args.engine, args.out, args.seed, args.panels, args.physics_hz)
         print(f"video: {path}")

@@ -282,3 +282,20 @@ Files: `metrics.json`, `metrics.png`, `learning_curve.png`, `{gif.name}` (top-do
 Reproduce: `scenefactory demo --out {out}`.
 """
     atomic_write_text(out / "report.md", text)
+
+
+def validate(conditions: list[str] | None, physics_hz: float, out: Path) -> dict[str, Any]:
+    """Run the vehicle manoeuvres; writes ``validation.json`` and ``validation.png`` into ``out``."""
+    from scenefactory.vehicles.validate import DEFAULT_CONDITIONS, plot_validation, validate_vehicle
+
+    result = validate_vehicle(tuple(conditions or DEFAULT_CONDITIONS), physics_hz=physics_hz)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "validation.json", result)
+    plot_validation(result, out / "validation.png")
+    for name, c in result["conditions"].items():
+        console.print(
+            f"{name:>10}: mu {c['mu']:.3f}  braking {c['braking_distance_m']:.1f} m "
+            f"(v²/2μg {c['braking_predicted_m']:.1f} m)  lateral max {c['max_lateral_accel_mps2']:.2f} m/s²  "
+            f"top speed {c['top_speed_mps']:.1f} m/s  {'ok' if all(c['checks'].values()) else 'FAIL'}"
+        )
+    return result
