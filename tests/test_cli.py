@@ -98,14 +98,17 @@ def test_render_writes_a_gif(trained: Path, tmp_path: Path) -> None:
     assert out.read_bytes()[:6] in (b"GIF89a", b"GIF87a")
 
 
+@pytest.mark.parametrize("engine", ["kinematic", "mujoco"])
 @pytest.mark.parametrize("baseline", [False, True])
-def test_bench_reports_casps(tmp_path: Path, baseline: bool) -> None:
+def test_bench_reports_casps(tmp_path: Path, baseline: bool, engine: str) -> None:
     out = tmp_path / "bench.json"
-    args = ["bench", "drive", "--engine", "kinematic", "--worlds", "2", "--agents", "2", "--steps", "2"]
-    assert main([*args, *(["--baseline"] if baseline else []), "--out", str(out)]) == 0
+    args = ["bench", "drive", "--engine", engine, "--worlds", "2", "--agents", "2", "--steps", "2"]
+    rates = ["--physics-hz", "120", "--policy-hz", "30"]
+    assert main([*args, *rates, *(["--baseline"] if baseline else []), "--out", str(out)]) == 0
     r = json.loads(out.read_text())
     assert r["casps"] > 0 and r["baseline"] is baseline
-    assert r["worlds"] == 2 and r["agents_per_world"] == 2 and r["engine"] == "kinematic"
+    assert r["worlds"] == 2 and r["agents_per_world"] == 2 and r["engine"] == engine
+    assert r["policy_hz"] == 30.0
     assert "cpu_count" in r["machine"]
 
 
@@ -154,3 +157,27 @@ def test_atomic_write_keeps_the_old_file_when_the_write_fails(
         atomic_write_bytes(target, b"half")
     assert target.read_bytes() == b"good"
     assert [p.name for p in tmp_path.iterdir()] == ["latest.pt"]  # no temp file left behind
+
+
+def test_transfer_experiment_writes_the_two_by_two_table(trained: Path, tmp_path: Path) -> None:
+    ckpt = trained / "checkpoints" / "latest.pt"
+    out = tmp_path / "transfer"
+    args = ["experiment", "transfer", "--checkpoint", f"kinematic={ckpt}", "--checkpoint", f"mujoco={ckpt}"]
+    assert main([*args, "--episodes", "2", "--out", str(out)]) == 0
+    result = json.loads((out / "transfer.json").read_text())
+    assert sorted(result["cells"]) == [
+        "kinematic->kinematic",
+        "kinematic->mujoco",
+        "mujoco->kinematic",
+        "mujoco->mujoco",
+    ]
+    assert all(c["episodes"] >= 2 for c in result["cells"].values())
+    assert (out / "transfer.md").read_text().count("\n") == 6
+    assert (out / "mujoco_on_mujoco" / "metrics.json").is_file()
+
+
+def test_validate_vehicle_cli(tmp_path: Path) -> None:
+    assert main(["validate", "vehicle", "--surface", "dry", "--surface", "ice", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "validation.json").read_text())
+    assert set(result["conditions"]) == {"dry", "ice"} and result["passed"]
+    assert (tmp_path / "validation.png").stat().st_size > 10_000

@@ -39,6 +39,15 @@ def _rate(text: str) -> float:
     return value
 
 
+def _tier_path(text: str) -> tuple[str, Path]:
+    tier, sep, path = text.partition("=")
+    if not sep or not tier or not path:
+        raise argparse.ArgumentTypeError(
+            f"expected TIER=PATH (e.g. mujoco=runs/m/checkpoints/latest.pt), got '{text}'"
+        )
+    return tier, Path(path)
+
+
 def _engine(text: str) -> str:
     from scenefactory.engines import ENGINES
 
@@ -71,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     vv.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
     vv.add_argument("--out", type=Path, required=True)
+
+    x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
+    xt = x.add_subparsers(dest="task", required=True)
+    xx = xt.add_parser("transfer", help="2x2 table: train kinematic/mujoco x evaluate kinematic/mujoco")
+    xx.add_argument("--checkpoint", action="append", default=[], metavar="TIER=PATH", type=_tier_path)
+    xx.add_argument("--episodes", type=_positive, default=100, help="held-out scenes per cell")
+    xx.add_argument("--iterations", type=_positive, default=200, help="PPO iterations for tiers trained here")
+    xx.add_argument("--seed", type=int, default=0)
+    xx.add_argument("--out", type=Path, required=True)
 
     for name, helptext in (
         ("train", "train a policy with PPO"),
@@ -161,6 +179,9 @@ def run(argv: Sequence[str] | None = None) -> int:
             policy_hz=args.policy_hz,
         )
         print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
+    elif args.command == "experiment":
+        drive.experiment_transfer(dict(args.checkpoint), args.episodes, args.seed, args.iterations, args.out)
+        print(f"transfer table: {args.out / 'transfer.md'}")
     elif args.command == "validate":
         result = drive.validate(args.surface, args.physics_hz, args.out)
         print(
