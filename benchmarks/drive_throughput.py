@@ -9,7 +9,8 @@ Writes ``benchmarks/results/drive_throughput.json`` with:
   thread count, on the demo's world and agent counts — how torch's threads share the two cores
   between simulation and learning.
 
-Usage: ``.venv/bin/python benchmarks/drive_throughput.py [--worlds 256] [--agents 16] [--engine kinematic]``.
+Usage: ``.venv/bin/python benchmarks/drive_throughput.py [--engine kinematic|mujoco] [--worlds 256]
+[--agents 16] [--physics-hz 120] [--policy-hz 10]``; the output file is named after the engine and rates.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from scenefactory.scenes.library import procedural_scenes
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 
-def training_probe(engine: str, iterations: int = 4) -> dict[str, float]:
+def training_probe(engine: str, physics_hz: float, iterations: int = 4) -> dict[str, float]:
     """Mean collect / learn seconds per PPO iteration (first iteration dropped as warm-up)."""
     task = DrivingTaskConfig(num_worlds=128, agents_per_world=8)
     scenes = procedural_scenes("train", 24, 8)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(TrainSpec(task=task, engine=engine, iterations=iterations), scenes, tmp)
+        spec = TrainSpec(task=task, engine=engine, physics_hz=physics_hz, iterations=iterations)
+        trainer = Trainer(spec, scenes, tmp)
         history = trainer.run()[1:]
     return {
         "collect_s": statistics.mean(r["collect_s"] for r in history),
@@ -50,25 +52,31 @@ def main() -> None:
     p.add_argument("--agents", type=int, default=16)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--baseline-steps", type=int, default=10)
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results/drive_throughput.json"))
+    p.add_argument("--physics-hz", type=float, default=120.0)
+    p.add_argument("--policy-hz", type=float, default=10.0)
+    p.add_argument("--out", type=Path, default=None)
     a = p.parse_args()
+    rates = {"physics_hz": a.physics_hz, "policy_hz": a.policy_hz}
+    tag = a.engine if a.engine == "kinematic" else f"{a.engine}_{a.physics_hz:g}hz_policy{a.policy_hz:g}hz"
+    out = a.out or Path(f"benchmarks/results/drive_throughput_{tag}.json")
     default_threads = torch.get_num_threads()
     casps: dict[str, float] = {}
     training: dict[str, dict[str, float]] = {}
     for threads in sorted({1, default_threads}):
         torch.set_num_threads(threads)
-        r = bench_drive(a.engine, a.worlds, a.agents, steps=a.steps)
+        r = bench_drive(a.engine, a.worlds, a.agents, steps=a.steps, **rates)
         casps[f"vectorized_threads_{threads}"] = r["casps"]
-        training[f"threads_{threads}"] = training_probe(a.engine)
+        training[f"threads_{threads}"] = training_probe(a.engine, a.physics_hz)
         print(f"threads {threads}: {r['casps']:,.0f} CASPS; training {training[f'threads_{threads}']}")
     torch.set_num_threads(default_threads)
-    base = bench_drive(a.engine, a.worlds, a.agents, baseline=True, steps=a.baseline_steps)
+    base = bench_drive(a.engine, a.worlds, a.agents, baseline=True, steps=a.baseline_steps, **rates)
     casps["baseline"] = base["casps"]
     vec = casps[f"vectorized_threads_{default_threads}"]
     result = {
         "engine": a.engine,
         "worlds": a.worlds,
         "agents_per_world": a.agents,
+        **rates,
         "casps": casps,
         "ratios": {
             "vectorized_over_baseline": vec / base["casps"],
@@ -77,8 +85,8 @@ def main() -> None:
         "training": training,
         "machine": machine_info(),
     }
-    write_json(a.out, result)
-    print(f"vectorized / baseline = {result['ratios']['vectorized_over_baseline']:.1f}x -> {a.out}")
+    write_json(out, result)
+    print(f"vectorized / baseline = {result['ratios']['vectorized_over_baseline']:.1f}x -> {out}")
 
 
 if __name__ == "__main__":

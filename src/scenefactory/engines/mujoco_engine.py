@@ -117,7 +117,8 @@ class MujocoEngine:
         self._susp_qvel = self.model.jnt_dofadr[np.array(susp_joints)].astype(np.int64)
         c = self.car
         wheel_inertia = c.wheel_inertia_kgm2[1]
-        self._effective_inertia = c.total_mass_kg * c.wheel_radius_m + 4.0 * wheel_inertia / c.wheel_radius_m
+        # wheel torque [N·m] per m/s² of car acceleration: M·r + 4·I_w/r (module docstring)
+        self._torque_per_accel = c.total_mass_kg * c.wheel_radius_m + 4.0 * wheel_inertia / c.wheel_radius_m
         self._num_driven = self.index.drive_actuator.shape[1]
         shape = (num_worlds, agents_per_world)
         self._steer_cmd = np.zeros(shape)
@@ -245,12 +246,10 @@ class MujocoEngine:
         self._ctrl[:, sa[:, 0]] = left
         self._ctrl[:, sa[:, 1]] = right
         fast = self._prev_speed >= self.params.max_speed_mps
-        drive = (
-            np.where(live & (accel > 0.0) & ~fast, accel, 0.0) * self._effective_inertia / self._num_driven
-        )
+        drive = np.where(live & (accel > 0.0) & ~fast, accel, 0.0) * self._torque_per_accel / self._num_driven
         wheel_speed = self._qvel[:, self.index.wheel_qvel[:, self.index.drive_wheel]]  # (W, K, D)
         self._ctrl[:, self.index.drive_actuator] = drive_ctrl(drive[..., None], wheel_speed, self.car)
-        total = np.where(accel < 0.0, -accel, 0.0) * self._effective_inertia  # (W, K) [N·m]
+        total = np.where(accel < 0.0, -accel, 0.0) * self._torque_per_accel  # (W, K) [N·m]
         brake = total[..., None] * BRAKE_SHARE  # (W, K, 4): front-biased like a real car
         brake = np.where(
             live[..., None], np.minimum(brake, self.car.max_brake_torque_nm), self.car.max_brake_torque_nm

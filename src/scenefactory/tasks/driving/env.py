@@ -9,7 +9,8 @@ world ids) and draw a new scene from the pool.
 Order of phases in :meth:`DrivingEnv.step` (written down once, here):
 
 1. apply actions through the engine (inactive agents do not move);
-2. geometry: route projection and progress, goal distance, box collisions among active agents,
+2. geometry: route projection and progress, goal distance, collisions among active agents (the
+   engine's own contacts when it has a contact model, exact oriented-box overlap otherwise),
    off-road from the drivable-area distance field at the four corners, pairwise TTC and DRAC;
 3. terminations: collision > off-road > goal (one outcome per agent), then the world time-out;
 4. rewards: Σ weight · term(ctx) over the configured terms, zero for agents inactive at the start;
