@@ -65,7 +65,8 @@ def _column(history: Sequence[Mapping[str, float]], key: str) -> np.ndarray:
     return out
 
 
-def _save_png(fig: Figure, path: str | os.PathLike[str], dpi: float) -> Path:
+def save_png(fig: Figure, path: str | os.PathLike[str], dpi: float) -> Path:
+    """Render ``fig`` to PNG in memory and write it atomically to ``path``."""
     buf = io.BytesIO()
     FigureCanvasAgg(fig)
     fig.savefig(buf, format="png", dpi=dpi, facecolor=fig.get_facecolor())
@@ -168,7 +169,7 @@ def plot_learning_curve(
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
     fig.subplots_adjust(left=0.1, right=0.83, top=0.9 if title else 0.94, bottom=0.09)
-    return _save_png(fig, path, dpi)
+    return save_png(fig, path, dpi)
 
 
 def plot_metric_bars(
@@ -244,4 +245,4 @@ def plot_metric_bars(
     if title:
         ax.set_title(title, fontsize=11)
     fig.tight_layout()
-    return _save_png(fig, path, dpi)
+    return save_png(fig, path, dpi)

@@ -7,12 +7,12 @@ seed, writes every cell's ``metrics.json`` under ``out/<trained>_on_<evaluated>/
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scenefactory.io import atomic_write_bytes, atomic_write_text, write_json
+from scenefactory.evaluation.plots import save_png
+from scenefactory.io import atomic_write_text, write_json
 
 CELL_KEYS = ("goal_reach_rate", "collision_rate", "offroad_rate")
 
@@ -90,8 +90,6 @@ def plot_transfer(result: Mapping[str, Any], path: Path) -> Path:
     ax.legend(loc="lower right")
     ax.set_title("cross-simulator transfer (95 % CI)")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
     return path

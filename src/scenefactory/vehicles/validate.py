@@ -165,7 +165,7 @@ def plot_validation(result: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scenefactory.io import atomic_write_bytes
+    from scenefactory.evaluation.plots import save_png
 
     names = list(result["conditions"])
     cond = result["conditions"]
@@ -205,10 +205,6 @@ def plot_validation(result: dict[str, Any], path: Path) -> Path:
     verdict = "PASS" if result["passed"] else "FAIL"
     fig.suptitle(f"vehicle validation at {result['physics_hz']:g} Hz physics: {verdict}")
     fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
     return path
