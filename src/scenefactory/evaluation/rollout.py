@@ -31,13 +31,15 @@ def evaluate(
     progress: Callable[[int, int], None] | None = None,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
 ) -> tuple[dict[str, Any], EpisodeLog]:
-    """Play every scene exactly once (worlds take them in order) and summarize the agent-episodes.
+    """Play every scene exactly once (worlds take them in order, each under its own road condition)
+    and summarize the agent-episodes.
 
     Returns ``(metrics, log)``; ``metrics`` adds ``scenes`` (world-episodes played) to
     :func:`~scenefactory.evaluation.metrics.summarize`'s keys.
     """
     n = len(scenes)
-    cfg = replace(task_cfg, num_worlds=min(num_worlds, n))
+    # evaluation plays each scene under its own road condition, never a randomized one
+    cfg = replace(task_cfg, num_worlds=min(num_worlds, n), water_film_randomization_mm=None)
     env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True, physics_hz=physics_hz)
     log = EpisodeLog()
     completed = 0
@@ -66,7 +68,7 @@ def record_episodes(
     physics_hz: float = DEFAULT_PHYSICS_HZ,
 ) -> list[EpisodeRecord]:
     """Play one episode per scene (one world each, in parallel) and record every step for rendering."""
-    cfg = replace(task_cfg, num_worlds=len(scenes))
+    cfg = replace(task_cfg, num_worlds=len(scenes), water_film_randomization_mm=None)
     env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True, physics_hz=physics_hz)
     w = env.num_worlds
     st = env.engine.state()
