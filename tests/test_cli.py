@@ -181,3 +181,35 @@ def test_validate_vehicle_cli(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "validation.json").read_text())
     assert set(result["conditions"]) == {"dry", "ice"} and result["passed"]
     assert (tmp_path / "validation.png").stat().st_size > 10_000
+
+
+def test_scenes_folder_for_train_eval_render_and_malformed_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scenefactory.scenes.library import procedural_scenes
+    from scenefactory.scenes.scene import save_scene
+
+    folder = tmp_path / "scenes"
+    for sc in procedural_scenes("eval", 2, 2, kinds=("straight", "roundabout")):
+        save_scene(sc, folder / f"{sc.name}.json")
+    run = tmp_path / "run"
+    args = ["--worlds", "2", "--agents", "2", "--iterations", "1", "--scenes", str(folder), "--out", str(run)]
+    assert main(["train", "drive", *args]) == 0
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["scene_source"].startswith("dir:") and cfg["num_train_scenes"] == 0
+    ckpt = str(run / "checkpoints" / "latest.pt")
+    out = tmp_path / "eval"
+    assert main(["eval", "drive", "--checkpoint", ckpt, "--scenes", str(folder), "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["scenes"] == 2 and m["scene_split"].startswith("dir:")
+    gif = tmp_path / "v.gif"
+    assert main(["render", "drive", "--checkpoint", ckpt, "--scenes", str(folder), "--out", str(gif)]) == 0
+    # a malformed scene file: one line naming the file and the field, exit 2
+    bad = folder / "zz-bad.json"
+    data = json.loads((folder / "straight-1000000.json").read_text())
+    data["roadgraph"]["lanes"][0]["width_m"][0] = -3.5
+    bad.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["eval", "drive", "--checkpoint", ckpt, "--scenes", str(folder), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "zz-bad.json" in err and "roadgraph.lanes[0].width_m" in err and "Traceback" not in err

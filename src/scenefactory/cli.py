@@ -108,11 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument("--worlds", type=_positive, default=128)
             t.add_argument("--agents", type=_positive, default=8)
             t.add_argument("--iterations", type=_positive, default=150)
-            t.add_argument("--train-scenes", type=_positive, default=120, help="procedural training scenes")
+            t.add_argument(
+                "--train-scenes",
+                type=int,
+                default=None,
+                help="procedural training scenes (default 120, or 0 with --scenes)",
+            )
+            t.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON files to train on")
             t.add_argument("--out", type=Path, required=True)
         elif name == "eval":
             t.add_argument("--checkpoint", type=Path, required=True)
             t.add_argument("--episodes", type=_positive, default=100, help="held-out scenes to play")
+            t.add_argument("--scenes", type=Path, default=None, help="evaluate on this folder of scene JSON")
             t.add_argument("--worlds", type=_positive, default=64, help="worlds run in parallel")
             t.add_argument("--out", type=Path, required=True)
         elif name == "bench":
@@ -125,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             t.add_argument("--checkpoint", type=Path, required=True)
             t.add_argument("--panels", type=_positive, default=4, help="scenes shown side by side (1-4)")
+            t.add_argument("--scenes", type=Path, default=None, help="render scenes of this folder")
             t.add_argument("--out", type=Path, required=True)
     return p
 
@@ -153,14 +161,24 @@ def run(argv: Sequence[str] | None = None) -> int:
             agents=args.agents,
             iterations=args.iterations,
             seed=args.seed,
-            num_train_scenes=args.train_scenes,
+            num_train_scenes=args.train_scenes
+            if args.train_scenes is not None
+            else (0 if args.scenes else 120),
             physics_hz=args.physics_hz,
+            scenes_dir=args.scenes,
         )
         trainer = drive.train(targs)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
     elif args.command == "eval":
         m = drive.evaluate_checkpoint(
-            args.checkpoint, args.engine, args.episodes, args.seed, args.out, args.worlds, args.physics_hz
+            args.checkpoint,
+            args.engine,
+            args.episodes,
+            args.seed,
+            args.out,
+            args.worlds,
+            args.physics_hz,
+            args.scenes,
         )
         print(
             json.dumps({k: m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")})
@@ -189,7 +207,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         return 0 if result["passed"] else 1
     elif args.command == "render":
-        path = drive.render(args.checkpoint, args.engine, args.out, args.seed, args.panels, args.physics_hz)
+        path = drive.render(
+            args.checkpoint, args.engine, args.out, args.seed, args.panels, args.physics_hz, args.scenes
+        )
         print(f"video: {path}")
     return 0
 

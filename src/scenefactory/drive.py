@@ -29,7 +29,8 @@ from scenefactory.evaluation.render import render_episodes_gif
 from scenefactory.evaluation.rollout import evaluate, record_episodes
 from scenefactory.io import write_json
 from scenefactory.rl.ppo import IterationStats, PPOConfig, Trainer, TrainSpec, load_policy, spec_to_dict
-from scenefactory.scenes.library import procedural_scenes
+from scenefactory.scenes.library import load_scene_dir, procedural_scenes
+from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 console = Console(stderr=True)
@@ -69,15 +70,20 @@ class TrainArgs:
     seed: int = 0
     num_train_scenes: int = 120
     physics_hz: float = DEFAULT_PHYSICS_HZ
+    scenes_dir: Path | None = None
 
 
 def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
     """Map flags onto the typed configs (the one place that does)."""
-    for name in ("worlds", "agents", "iterations", "num_train_scenes"):
+    for name in ("worlds", "agents", "iterations"):
         if getattr(args, name) < 1:
             raise UserError(
                 f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}"
             )
+    if args.num_train_scenes < 0 or (args.num_train_scenes == 0 and args.scenes_dir is None):
+        raise UserError(
+            f"--train-scenes must be positive (or 0 with --scenes DIR), got {args.num_train_scenes}"
+        )
     if args.agents > 32:
         raise UserError(
             f"--agents must be at most 32 (scenes place up to 32 controlled agents), got {args.agents}"
@@ -91,16 +97,28 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
         iterations=args.iterations,
         seed=args.seed,
         num_train_scenes=args.num_train_scenes,
+        scene_source="procedural" if args.scenes_dir is None else f"dir:{Path(args.scenes_dir).resolve()}",
     )
+
+
+def training_scenes(spec: TrainSpec, scenes_dir: Path | None) -> list[Scene]:
+    """Scenes from ``scenes_dir`` (if any) followed by ``spec.num_train_scenes`` procedural ones."""
+    scenes = load_scene_dir(scenes_dir) if scenes_dir is not None else []
+    if spec.num_train_scenes:
+        scenes += procedural_scenes(
+            "train", spec.num_train_scenes, spec.task.agents_per_world, base_seed=spec.seed
+        )
+    return scenes
 
 
 def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
     """Train (or resume) a driving policy; writes checkpoints, history, TensorBoard and a curve."""
     spec = make_spec(args, ppo)
-    console.print(f"building {spec.num_train_scenes} training scenes (seed {spec.seed}) ...")
-    scenes = procedural_scenes(
-        "train", spec.num_train_scenes, spec.task.agents_per_world, base_seed=spec.seed
+    source = "" if args.scenes_dir is None else f" plus the scenes in {args.scenes_dir}"
+    console.print(
+        f"building {spec.num_train_scenes} procedural training scenes{source} (seed {spec.seed}) ..."
     )
+    scenes = training_scenes(spec, args.scenes_dir)
     trainer = Trainer(spec, scenes, args.out)
     if trainer.iteration:
         console.print(f"resuming {args.out} at iteration {trainer.iteration}/{spec.iterations}")
@@ -124,8 +142,11 @@ def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
     return trainer
 
 
-def eval_scenes(num: int, agents: int, seed: int) -> list:
-    """Held-out procedural scenes: seeds from the eval range, disjoint from every training seed."""
+def eval_scenes(num: int, agents: int, seed: int, scenes_dir: Path | None = None) -> list[Scene]:
+    """The first ``num`` scenes of ``scenes_dir``, or held-out procedural scenes (seeds from the
+    eval range, disjoint from every training seed)."""
+    if scenes_dir is not None:
+        return load_scene_dir(scenes_dir)[:num]
     return procedural_scenes("eval", num, agents, base_seed=seed)
 
 
@@ -137,16 +158,17 @@ def evaluate_checkpoint(
     out: Path,
     worlds: int = 64,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
+    scenes_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Evaluate a checkpoint on ``episodes`` held-out scenes; writes ``out/metrics.json`` and a bar chart."""
     if episodes < 1:
         raise UserError(f"--episodes must be a positive integer, got {episodes}")
     policy = load_policy(checkpoint)
     task = policy.task_cfg
-    scenes = eval_scenes(episodes, task.agents_per_world, seed)
+    scenes = eval_scenes(episodes, task.agents_per_world, seed, scenes_dir)
     t0 = time.perf_counter()
     with _progress() as bar:
-        job = bar.add_task(f"eval drive ({engine})", total=episodes, info="")
+        job = bar.add_task(f"eval drive ({engine})", total=len(scenes), info="")
         metrics, _ = evaluate(
             policy.act,
             task,
@@ -165,7 +187,7 @@ def evaluate_checkpoint(
             "trained_on": policy.meta.get("engine"),
             "trained_iterations": policy.meta.get("iteration"),
             "seed": seed,
-            "scene_split": "eval",
+            "scene_split": "eval" if scenes_dir is None else f"dir:{scenes_dir}",
             "agents_per_world": task.agents_per_world,
             "wall_s": time.perf_counter() - t0,
         }
@@ -176,7 +198,7 @@ def evaluate_checkpoint(
         {k: metrics[k] for k in METRIC_KEYS},
         {k: tuple(metrics[f"{k}_ci95"]) for k in METRIC_KEYS},
         out / "metrics.png",
-        title=f"{metrics['episodes']} agent-episodes on {episodes} held-out scenes ({engine})",
+        title=f"{metrics['episodes']} agent-episodes on {len(scenes)} scenes ({engine})",
     )
     return metrics
 
@@ -188,6 +210,7 @@ def render(
     seed: int,
     panels: int = 4,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
+    scenes_dir: Path | None = None,
 ) -> Path:
     """Top-down GIF of the policy on ``panels`` held-out scenes (one of each kind first)."""
     if not 1 <= panels <= 4:
@@ -195,7 +218,7 @@ def render(
     if out.suffix.lower() != ".gif":
         raise UserError(f"--out must name a .gif file, got '{out}'")
     policy = load_policy(checkpoint)
-    scenes = eval_scenes(panels, policy.task_cfg.agents_per_world, seed + 7)
+    scenes = eval_scenes(panels, policy.task_cfg.agents_per_world, seed + 7, scenes_dir)
     records = record_episodes(
         policy.act, policy.task_cfg, scenes, engine=engine, seed=seed, physics_hz=physics_hz
     )
