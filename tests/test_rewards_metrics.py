@@ -110,6 +110,7 @@ def _records(outcomes: list[int], drac: list[float], ttc: list[float]) -> Finish
         peak_drac_mps2=torch.tensor(drac),
         min_ttc_s=torch.tensor(ttc),
         progress_frac=torch.linspace(0.5, 1.0, n),
+        log_divergence_m=torch.full((n,), float("nan")),
         steps=torch.full((n,), 30),
         world=torch.zeros(n, dtype=torch.long),
         agent=torch.arange(n),

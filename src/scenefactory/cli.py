@@ -117,7 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON files to train on")
             t.add_argument("--out", type=Path, required=True)
         elif name == "eval":
-            t.add_argument("--checkpoint", type=Path, required=True)
+            t.add_argument("--checkpoint", type=Path, default=None, help="policy to evaluate")
+            t.add_argument(
+                "--policy",
+                choices=("checkpoint", "expert"),
+                default="checkpoint",
+                help="'expert' replays the scenes' driving logs via the kinematic inverse (needs --scenes)",
+            )
+            t.add_argument("--agents", type=_positive, default=8, help="agents per world for --policy expert")
             t.add_argument("--episodes", type=_positive, default=100, help="held-out scenes to play")
             t.add_argument("--scenes", type=Path, default=None, help="evaluate on this folder of scene JSON")
             t.add_argument("--worlds", type=_positive, default=64, help="worlds run in parallel")
@@ -170,16 +177,23 @@ def run(argv: Sequence[str] | None = None) -> int:
         trainer = drive.train(targs)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
     elif args.command == "eval":
-        m = drive.evaluate_checkpoint(
-            args.checkpoint,
-            args.engine,
-            args.episodes,
-            args.seed,
-            args.out,
-            args.worlds,
-            args.physics_hz,
-            args.scenes,
-        )
+        if args.policy == "expert":
+            m = drive.evaluate_expert(
+                args.scenes, args.engine, args.episodes, args.agents, args.out, args.physics_hz
+            )
+        else:
+            if args.checkpoint is None:
+                raise UserError("eval drive needs --checkpoint PATH (or --policy expert with --scenes DIR)")
+            m = drive.evaluate_checkpoint(
+                args.checkpoint,
+                args.engine,
+                args.episodes,
+                args.seed,
+                args.out,
+                args.worlds,
+                args.physics_hz,
+                args.scenes,
+            )
         print(
             json.dumps({k: m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")})
         )

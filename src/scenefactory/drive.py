@@ -356,3 +356,25 @@ def experiment_transfer(
     result = transfer_matrix(ckpts, TRANSFER_TIERS, run_eval, out)
     console.print((out / "transfer.md").read_text())
     return result
+
+
+def evaluate_expert(
+    scenes_dir: Path | None, engine: str, episodes: int, agents: int, out: Path, physics_hz: float
+) -> dict[str, Any]:
+    """Drive the scenes' logged agents with actions inferred from their logs; writes metrics.json
+    with goal reach and ``log_divergence_m`` (how far the engine's replay drifts from the log)."""
+    from scenefactory.evaluation.rollout import EXPERT
+
+    if scenes_dir is None:
+        raise UserError("--policy expert needs --scenes DIR (scenes converted from driving logs)")
+    scenes = load_scene_dir(scenes_dir)[:episodes]
+    if not any(sc.log is not None for sc in scenes):
+        raise UserError(
+            f"no scene in {scenes_dir} carries a driving log: nothing for --policy expert to replay"
+        )
+    task = DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=agents)
+    metrics, _ = evaluate(EXPERT, task, scenes, engine=engine, physics_hz=physics_hz)
+    metrics.update({"engine": engine, "policy": EXPERT, "scene_split": f"dir:{scenes_dir}"})
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "metrics.json", metrics)
+    return metrics

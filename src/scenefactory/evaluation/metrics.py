@@ -8,6 +8,8 @@ normal-approximation interval (mean ± 1.96·s/√n).
   (see ``tasks.driving.geometry.pairwise_drac``); ``high_drac_rate`` counts peaks above 3.4 m/s².
 - minimum TTC: the smallest time-to-collision [s] it had with any agent; ``near_miss_rate`` counts
   episodes whose minimum TTC fell below 2 s (a collision counts as TTC 0).
+- log divergence: mean distance [m] between the simulated and the logged position over the steps
+  the agent's log covers (scenes from driving logs only; ``episodes_with_log`` counts them).
 """
 
 from __future__ import annotations
@@ -66,8 +68,11 @@ class EpisodeLog:
     def cat(self) -> FinishedEpisodes:
         """All records as one :class:`FinishedEpisodes`."""
         if not self.parts:
-            empty = torch.zeros(0)
-            return FinishedEpisodes(*(empty.long() if i in (0, 4, 5, 6, 7, 8) else empty for i in range(9)))
+            longs = {"outcome", "steps", "world", "agent", "serial", "scene_id"}
+            names = FinishedEpisodes.__dataclass_fields__
+            return FinishedEpisodes(
+                **{n: torch.zeros(0, dtype=torch.long if n in longs else None) for n in names}
+            )
         return FinishedEpisodes(
             **{k: torch.cat([getattr(p, k) for p in self.parts]) for k in vars(self.parts[0])}
         )
@@ -110,5 +115,8 @@ def summarize(records: FinishedEpisodes) -> dict[str, Any]:
     out["episodes_with_ttc"] = int(finite.numel())
     rate("near_miss_rate", ttc < NEAR_MISS_TTC_S)
     mean("route_progress", records.progress_frac)
+    div = records.log_divergence_m[torch.isfinite(records.log_divergence_m)]
+    mean("log_divergence_m", div)
+    out["episodes_with_log"] = int(div.numel())
     mean("episode_length_steps", records.steps.float())
     return out

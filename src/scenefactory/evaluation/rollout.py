@@ -20,9 +20,21 @@ from scenefactory.tasks.driving.env import DrivingEnv
 PolicyFn = Callable[[torch.Tensor], torch.Tensor]
 """Observations (W, K, D) → actions (W, K, 2)."""
 
+EXPERT = "expert"
+"""Policy name for the logged drivers: actions inferred from the scenes' logs
+(``DrivingEnv.expert_actions``), the first measure of how far an engine is from real driving."""
+
+
+def _act(policy: PolicyFn | str, env: DrivingEnv, obs: torch.Tensor) -> torch.Tensor:
+    if policy == EXPERT:
+        return env.expert_actions()
+    if isinstance(policy, str):
+        raise ValueError(f"unknown policy '{policy}', expected a callable or '{EXPERT}'")
+    return policy(obs)
+
 
 def evaluate(
-    policy: PolicyFn,
+    policy: PolicyFn | str,
     task_cfg: DrivingTaskConfig,
     scenes: Sequence[Scene],
     engine: str | Engine = "kinematic",
@@ -47,7 +59,7 @@ def evaluate(
     with torch.inference_mode():
         while completed < n:
             serial_before = env.serial.clone()
-            res = env.step(policy(obs))
+            res = env.step(_act(policy, env, obs))
             obs = res.obs
             log.add(res.finished, keep=res.finished.serial < n)
             if res.reset_worlds.numel():
@@ -60,7 +72,7 @@ def evaluate(
 
 
 def record_episodes(
-    policy: PolicyFn,
+    policy: PolicyFn | str,
     task_cfg: DrivingTaskConfig,
     scenes: Sequence[Scene],
     engine: str | Engine = "kinematic",
@@ -80,7 +92,7 @@ def record_episodes(
     step = 0
     with torch.inference_mode():
         while (length < 0).any():
-            res = env.step(policy(obs))
+            res = env.step(_act(policy, env, obs))
             obs = res.obs
             step += 1
             # status of this step; a world that just reset shows its last state (captured before reset)

@@ -39,6 +39,36 @@ SCENE_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
+class AgentLog:
+    """Logged trajectories of the K controlled agents, step 0 = their spawn, one row per ``dt_s``.
+
+    - ``xy`` (K, T, 2) [m], ``yaw`` (K, T) [rad], ``speed`` (K, T) [m/s], ``valid`` (K, T) bool.
+    Real driving logs (WOMD) fill it; it gives expert actions through the kinematic tier's inverse
+    and the log-divergence metric.
+    """
+
+    xy: np.ndarray
+    yaw: np.ndarray
+    speed: np.ndarray
+    valid: np.ndarray
+    dt_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        """Check shapes and the time step."""
+        k, t = self.valid.shape
+        for name, shape in (("xy", (k, t, 2)), ("yaw", (k, t)), ("speed", (k, t))):
+            if getattr(self, name).shape != shape:
+                raise SceneFormatError(f"log {name} has shape {getattr(self, name).shape}, expected {shape}")
+        if not (math.isfinite(self.dt_s) and self.dt_s > 0):
+            raise SceneFormatError(f"log dt_s must be positive, got {self.dt_s}")
+
+    @property
+    def num_steps(self) -> int:
+        """T."""
+        return int(self.valid.shape[1])
+
+
+@dataclass(frozen=True)
 class Scene:
     """One simulation-ready scene; see the module docstring for shapes and units."""
 
@@ -59,10 +89,15 @@ class Scene:
     generator: str = ""
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    log: AgentLog | None = None
 
     def __post_init__(self) -> None:
         """Check shapes at construction."""
         k = self.agent_valid.shape[0]
+        if self.log is not None and self.log.valid.shape[0] != k:
+            raise SceneFormatError(
+                f"scene '{self.name}': log has {self.log.valid.shape[0]} agents, expected {k}"
+            )
         expect = {
             "spawn_pose": (k, 3),
             "spawn_speed_mps": (k,),
@@ -187,7 +222,57 @@ def scene_to_dict(scene: Scene) -> dict[str, Any]:
             ],
         },
         "agents": agents,
+        **({"log": _log_to_dict(scene)} if scene.log is not None else {}),
     }
+
+
+def _log_to_dict(scene: Scene) -> dict[str, Any]:
+    log = scene.log
+    assert log is not None
+    rows = []
+    for i in np.nonzero(scene.agent_valid)[0]:
+        rows.append(
+            {
+                "xy": _xy_list(log.xy[i]),
+                "yaw": [float(v) for v in log.yaw[i]],
+                "speed": [float(v) for v in log.speed[i]],
+                "valid": [bool(v) for v in log.valid[i]],
+            }
+        )
+    return {"dt_s": float(log.dt_s), "agents": rows}
+
+
+def _log_from_dict(r: _Reader, data: Any, num_agents: int) -> AgentLog:
+    dt = r.number(r.get(data, "dt_s", "log"), "log.dt_s")
+    rows = r.get(data, "agents", "log")
+    if not isinstance(rows, list) or len(rows) != num_agents:
+        raise r.fail("log.agents", f"a list of {num_agents} agent logs (one per agent)", rows)
+    steps = None
+    cols: dict[str, list[np.ndarray]] = {"xy": [], "yaw": [], "speed": [], "valid": []}
+    for i, row in enumerate(rows):
+        p = f"log.agents[{i}]"
+        xy = r.xy(r.get(row, "xy", p), f"{p}.xy")
+        steps = len(xy) if steps is None else steps
+        if len(xy) != steps:
+            raise r.fail(f"{p}.xy", f"{steps} points like the other agents' logs", len(xy))
+        for key in ("yaw", "speed"):
+            vals = r.get(row, key, p)
+            if not isinstance(vals, list) or len(vals) != steps:
+                raise r.fail(f"{p}.{key}", f"a list of {steps} numbers", vals)
+            cols[key].append(np.array([r.number(v, f"{p}.{key}") for v in vals]))
+        valid = r.get(row, "valid", p)
+        if not isinstance(valid, list) or len(valid) != steps or not all(isinstance(v, bool) for v in valid):
+            raise r.fail(f"{p}.valid", f"a list of {steps} booleans", valid)
+        cols["xy"].append(xy)
+        cols["valid"].append(np.array(valid, dtype=bool))
+    t = steps or 0
+    return AgentLog(
+        xy=np.array(cols["xy"]).reshape(num_agents, t, 2),
+        yaw=np.array(cols["yaw"]).reshape(num_agents, t),
+        speed=np.array(cols["speed"]).reshape(num_agents, t),
+        valid=np.array(cols["valid"], dtype=bool).reshape(num_agents, t),
+        dt_s=dt,
+    )
 
 
 class _Reader:
@@ -361,6 +446,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         generator=generator,
         seed=int(seed),
         params=params,
+        log=_log_from_dict(r, data["log"], len(agents_d)) if "log" in data else None,
     )
 
 

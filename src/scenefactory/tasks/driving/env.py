@@ -53,13 +53,15 @@ class FinishedEpisodes:
     """Agent-episodes that ended this step, each a flat ``(n,)`` tensor.
 
     ``outcome`` holds :class:`AgentStatus` codes; ``world``/``agent`` say where; ``serial`` is the
-    world-episode serial number (the order in which scenes were handed out).
+    world-episode serial number (the order in which scenes were handed out); ``log_divergence_m``
+    is the mean distance to the logged position over the logged steps (NaN without a log).
     """
 
     outcome: torch.Tensor
     peak_drac_mps2: torch.Tensor
     min_ttc_s: torch.Tensor
     progress_frac: torch.Tensor
+    log_divergence_m: torch.Tensor
     steps: torch.Tensor
     world: torch.Tensor
     agent: torch.Tensor
@@ -124,7 +126,9 @@ class DrivingEnv:
             raise ValueError(f"engine dt {engine.dt} differs from the task's policy step {cfg.dt_s}")
         self.engine = engine
         if pool is None:
-            pool = build_pool(scenes, k, cfg.observations.road_point_spacing_m, self.device)
+            pool = build_pool(
+                scenes, k, cfg.observations.road_point_spacing_m, self.device, cfg.vehicle, cfg.dt_s
+            )
         self.pool: ScenePool = pool
         self.sequential_scenes = sequential_scenes
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -164,6 +168,12 @@ class DrivingEnv:
         self.length = zeros(w, k)
         self.width = zeros(w, k)
         self.friction = zeros(w)
+        t_log = p.log_xy.shape[2]
+        self.log_xy = zeros(w, k, t_log, 2)
+        self.log_valid = zeros(w, k, t_log, dtype=torch.bool)
+        self.expert = zeros(w, k, t_log, 2)
+        self.log_div_sum = zeros(w, k)
+        self.log_div_count = zeros(w, k)
         self.route_segs: PolylineSegments = polyline_segments(self.route_xy, self.route_valid)
         self._obs = zeros(w, k, self.obs_dim)
         self.reset()
@@ -208,6 +218,11 @@ class DrivingEnv:
         self.width[world_ids] = p.width[scene_ids]
         mu = self._road_friction(scene_ids)
         self.friction[world_ids] = mu
+        self.log_xy[world_ids] = p.log_xy[scene_ids]
+        self.log_valid[world_ids] = p.log_valid[scene_ids]
+        self.expert[world_ids] = p.expert[scene_ids]
+        self.log_div_sum[world_ids] = 0.0
+        self.log_div_count[world_ids] = 0.0
         valid = p.agent_valid[scene_ids]
         self.engine.reset(world_ids, p.spawn_pose[scene_ids], p.spawn_speed[scene_ids], valid)
         self.engine.set_friction(world_ids, mu)
@@ -294,6 +309,7 @@ class DrivingEnv:
             reward = reward + t.weight * terms[t.name]
         self.prev_actions = torch.where(was_active.unsqueeze(-1), actions.clamp(-1, 1), self.prev_actions)
         # 5. statistics and finished records
+        self._track_log(st.pos_xy, was_active)
         self.peak_drac = torch.where(was_active, torch.maximum(self.peak_drac, drac.amax(-1)), self.peak_drac)
         self.min_ttc = torch.where(was_active, torch.minimum(self.min_ttc, min_ttc), self.min_ttc)
         outcome = torch.full_like(self.status, int(AgentStatus.ACTIVE))
@@ -323,6 +339,24 @@ class DrivingEnv:
             reward_terms=terms,
         )
 
+    def _track_log(self, pos_xy: torch.Tensor, was_active: torch.Tensor) -> None:
+        """Accumulate the distance to the logged position at this step (where a log exists)."""
+        t_log = self.log_xy.shape[2]
+        t = self.step_count.clamp(max=t_log - 1).view(-1, 1, 1).expand(-1, self.agents_per_world, 1)
+        logged = torch.gather(self.log_xy, 2, t.unsqueeze(-1).expand(-1, -1, 1, 2)).squeeze(2)
+        ok = torch.gather(self.log_valid, 2, t).squeeze(2) & (self.step_count < t_log).unsqueeze(-1)
+        ok = ok & was_active
+        self.log_div_sum += torch.where(ok, (pos_xy - logged).norm(dim=-1), 0.0)
+        self.log_div_count += ok.float()
+
+    def expert_actions(self) -> torch.Tensor:
+        """(W, K, 2) the actions that follow each agent's log from the current step (the kinematic
+        tier's inverse of the logged states); 0 where the scene has no log or it has ended."""
+        t_log = self.expert.shape[2]
+        t = self.step_count.clamp(max=t_log - 1).view(-1, 1, 1, 1).expand(-1, self.agents_per_world, 1, 2)
+        act = torch.gather(self.expert, 2, t).squeeze(2)
+        return torch.where((self.step_count < t_log).view(-1, 1, 1), act, torch.zeros_like(act))
+
     def _finished(self, done: torch.Tensor, s_now: torch.Tensor) -> FinishedEpisodes:
         w_idx, a_idx = done.nonzero(as_tuple=True)
         progress = (s_now / self.goal_s.clamp(min=1e-6)).clamp(0.0, 1.0)
@@ -332,6 +366,7 @@ class DrivingEnv:
             peak_drac_mps2=self.peak_drac[w_idx, a_idx],
             min_ttc_s=self.min_ttc[w_idx, a_idx],
             progress_frac=progress[w_idx, a_idx],
+            log_divergence_m=(self.log_div_sum / self.log_div_count)[w_idx, a_idx],
             steps=self.agent_steps[w_idx, a_idx],
             world=w_idx,
             agent=a_idx,

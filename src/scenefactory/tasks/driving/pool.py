@@ -11,6 +11,9 @@ Shapes (S scenes, K agents per world, P road points, R route points):
 - ``spawn_pose``  (S, K, 3); ``spawn_speed`` (S, K); ``agent_valid`` (S, K) bool.
 - ``length``/``width`` (S, K) [m]; ``friction`` (S,).
 - ``grids``       drivable-area distance fields, one per scene.
+- ``log_xy``      (S, K, T, 2) logged positions from the spawn on (T = 1 and all invalid when no
+  scene has a log); ``log_valid`` (S, K, T); ``expert`` (S, K, T, 2) the actions that follow the
+  log through the kinematic tier's inverse (``engines.kinematic.inverse_bicycle``), 0 where unknown.
 
 Scenes with more agent slots than K are truncated to their first K agents; fewer are padded.
 """
@@ -23,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from scenefactory.engines.base import VehicleParams
+from scenefactory.engines.kinematic import inverse_bicycle
 from scenefactory.scenes.roadgraph import PointType
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.drivable import GridStack, build_drivable_grid
@@ -91,6 +96,9 @@ class ScenePool:
     width: torch.Tensor
     friction: torch.Tensor
     grids: GridStack
+    log_xy: torch.Tensor
+    log_valid: torch.Tensor
+    expert: torch.Tensor
 
     @property
     def num_scenes(self) -> int:
@@ -99,9 +107,15 @@ class ScenePool:
 
 
 def build_pool(
-    scenes: Sequence[Scene], agents_per_world: int, road_point_spacing_m: float, device: torch.device
+    scenes: Sequence[Scene],
+    agents_per_world: int,
+    road_point_spacing_m: float,
+    device: torch.device,
+    vehicle: VehicleParams | None = None,
+    dt_s: float = 0.1,
 ) -> ScenePool:
-    """Tensorize ``scenes`` for worlds of ``agents_per_world`` agents (see the module docstring)."""
+    """Tensorize ``scenes`` for worlds of ``agents_per_world`` agents (see the module docstring);
+    logs must be sampled at the policy step ``dt_s``."""
     if not scenes:
         raise ValueError("the scene pool is empty: need at least one scene")
     k = agents_per_world
@@ -141,6 +155,7 @@ def build_pool(
         return torch.as_tensor(a, device=device, dtype=torch.bool if a.dtype == bool else torch.float32)
 
     route_s, route_end_s = _route_arclength(route_xy, route_valid)
+    log_xy, log_valid, expert = _logs(scenes, k, vehicle or VehicleParams(), dt_s)
     grids = GridStack.from_grids([build_drivable_grid(sc.roadgraph) for sc in scenes], device=device)
     return ScenePool(
         scenes=tuple(scenes),
@@ -160,6 +175,9 @@ def build_pool(
         width=t(width),
         friction=torch.tensor([sc.friction for sc in scenes], dtype=torch.float32, device=device),
         grids=grids,
+        log_xy=t(log_xy),
+        log_valid=t(log_valid),
+        expert=t(expert),
     )
 
 
@@ -173,3 +191,27 @@ def _route_arclength(route_xy: np.ndarray, route_valid: np.ndarray) -> tuple[np.
     pad_rank = np.cumsum(~route_valid, axis=-1)
     s = np.where(route_valid, s, end[..., None] + 1000.0 * pad_rank)
     return s, end
+
+
+def _logs(
+    scenes: Sequence[Scene], k: int, vehicle: VehicleParams, dt_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Padded logged positions, validity and expert actions (S, K, T, ...); see the module docstring."""
+    steps = max([sc.log.num_steps for sc in scenes if sc.log is not None] + [1])
+    xy = np.zeros((len(scenes), k, steps, 2))
+    valid = np.zeros((len(scenes), k, steps), dtype=bool)
+    expert = np.zeros((len(scenes), k, steps, 2))
+    for i, sc in enumerate(scenes):
+        log = sc.log
+        if log is None:
+            continue
+        if abs(log.dt_s - dt_s) > 1e-9:
+            raise ValueError(
+                f"scene '{sc.name}': log step {log.dt_s} s differs from the policy step {dt_s} s"
+            )
+        n, t = min(k, log.valid.shape[0]), log.num_steps
+        xy[i, :n, :t] = log.xy[:n]
+        valid[i, :n, :t] = log.valid[:n]
+        actions, _ = inverse_bicycle(log.yaw[:n], log.speed[:n], log.valid[:n], dt_s, vehicle)
+        expert[i, :n, :t] = actions
+    return xy, valid, expert
