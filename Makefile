@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 DEMO_OUT ?= runs/demo
 
-.PHONY: venv demo test lint typecheck unit bench clean
+.PHONY: venv demo test lint typecheck unit bench clean proto
 
 venv: $(STAMP)
 
@@ -31,7 +31,18 @@ unit: venv
 test: lint typecheck unit
 
 bench: venv
-	$(VENV)/bin/scenefactory bench drive --engine kinematic --worlds 256 --agents 16 --out benchmarks/results/kinematic_256x16.json
+	$(PY) benchmarks/drive_throughput.py --engine kinematic
+	$(PY) benchmarks/drive_throughput.py --engine mujoco --physics-hz 120 --policy-hz 30
+
+# Regenerate the checked-in WOMD scenario protobuf code. grpcio-tools (protoc) is needed only here,
+# so it goes into its own folder inside the venv, pinned to the release whose gencode (protobuf
+# 5.26.1) the runtime range in pyproject.toml (protobuf>=5,<8) accepts; the venv's runtime is untouched.
+WOMD_PROTO_DIR = src/scenefactory/scenes/womd
+PROTOC_TOOLS   = $(VENV)/protoc-tools
+proto: venv
+	$(PY) -m pip install --quiet --no-warn-conflicts --upgrade --target $(PROTOC_TOOLS) grpcio-tools==1.63.2
+	PYTHONPATH=$(PROTOC_TOOLS) $(PY) -m grpc_tools.protoc -I $(WOMD_PROTO_DIR) \
+		--python_out=$(WOMD_PROTO_DIR) --pyi_out=$(WOMD_PROTO_DIR) scenario.proto
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

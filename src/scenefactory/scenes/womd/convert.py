@@ -1,0 +1,274 @@
+"""WOMD ``Scenario`` → :class:`~scenefactory.scenes.scene.Scene`.
+
+- **Frame.** Coordinates are re-centred per scene on the self-driving car's position at the current
+  step (or on the lanes' centroid if it is not valid), so every scene sits near the origin.
+- **Lanes.** Vehicle lanes (freeway, surface street, undefined; bike lanes are not drivable for
+  cars) keep their centre polylines and entry/exit connectivity (feature ids → lane indices; links
+  to dropped lanes are removed). Widths, per point, in order of preference: the distances to the
+  lane's left and right boundary features over each boundary segment's point range (the lane
+  centre lies between them: width = left + right half-widths; one side known → twice it); half
+  the distance to a neighbouring lane's centre; else :data:`DEFAULT_LANE_WIDTH_M`. Widths are
+  clipped to [2.4, 6.0] m, what real lanes span.
+- **Lines and edges.** Road lines and road edges keep their WOMD type codes.
+- **Agents.** Controlled agents are vehicles valid at ``current_time_index`` that actually move
+  (their logged future covers at least :data:`MIN_ROUTE_M`), the self-driving car first, then the
+  tracks to predict, then the others by distance to it, up to ``max_agents``. Each spawns at its
+  logged pose and speed, its route is its logged future path (resampled every metre) and its goal
+  is the route's end; its full logged future becomes the scene's :class:`AgentLog` (expert actions,
+  log divergence).
+- **Road condition.** WOMD carries no weather: scenes get ``condition`` (dry asphalt by default).
+
+Crosswalks, stop signs, speed bumps and the non-controlled objects (log playback) are not carried
+into the scene yet; :func:`scenario_to_scene` reports how many there were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scenefactory.errors import UserError
+from scenefactory.scenes.friction import RoadCondition
+from scenefactory.scenes.roadgraph import RoadGraph
+from scenefactory.scenes.routes import arc_lengths, resample_uniform
+from scenefactory.scenes.scene import AgentLog, Scene, make_scene
+from scenefactory.scenes.womd.scenario_pb2 import LaneCenter, Scenario, Track
+
+DEFAULT_LANE_WIDTH_M = 3.7
+WIDTH_RANGE_M = (2.4, 6.0)
+MIN_ROUTE_M = 5.0
+WOMD_DT_S = 0.1
+VEHICLE_LANES = (
+    LaneCenter.TYPE_UNDEFINED,
+    LaneCenter.TYPE_FREEWAY,
+    LaneCenter.TYPE_SURFACE_STREET,
+)
+
+
+class ScenarioConversionError(UserError):
+    """A scenario that cannot become a scene (e.g. no drivable lanes)."""
+
+
+@dataclass(frozen=True)
+class ConversionReport:
+    """What a conversion kept and left out (counts)."""
+
+    lanes: int
+    bike_lanes_dropped: int
+    road_lines: int
+    road_edges: int
+    controlled_agents: int
+    vehicles_valid_now: int
+    crosswalks: int
+    stop_signs: int
+    speed_bumps: int
+    other_objects: int
+
+
+def _xy(points: object, origin: np.ndarray) -> np.ndarray:
+    arr = np.array([[p.x, p.y] for p in points], dtype=np.float64).reshape(-1, 2)  # type: ignore[attr-defined]
+    return arr - origin
+
+
+def _distance_to_polyline(pts: np.ndarray, poly: np.ndarray) -> np.ndarray:
+    """Distance [m] from each point (n, 2) to a polyline (m, 2) (a single point if m = 1)."""
+    if len(poly) == 1:
+        return np.linalg.norm(pts - poly[0], axis=1)
+    a, b = poly[:-1], poly[1:]
+    ab = b - a
+    t = np.einsum("nmk,mk->nm", pts[:, None, :] - a[None], ab) / np.maximum((ab * ab).sum(1), 1e-12)
+    closest = a[None] + np.clip(t, 0.0, 1.0)[..., None] * ab[None]
+    return np.linalg.norm(pts[:, None, :] - closest, axis=2).min(axis=1)
+
+
+def _half_widths(
+    pts: np.ndarray,
+    bounds: object,
+    neighbors: object,
+    boundary_polys: dict[int, np.ndarray],
+    lane_polys: dict[int, np.ndarray],
+) -> np.ndarray:
+    """Half-width on one side per lane point [m]; NaN where neither boundary nor neighbour says."""
+    n = len(pts)
+    half = np.full(n, np.nan)
+    for b in bounds:  # type: ignore[attr-defined]
+        poly = boundary_polys.get(int(b.boundary_feature_id))
+        if poly is None or len(poly) == 0:
+            continue
+        i0, i1 = max(0, int(b.lane_start_index)), min(n - 1, int(b.lane_end_index))
+        if i1 >= i0:
+            half[i0 : i1 + 1] = _distance_to_polyline(pts[i0 : i1 + 1], poly)
+    for nb in neighbors:  # type: ignore[attr-defined]
+        poly = lane_polys.get(int(nb.feature_id))
+        if poly is None or len(poly) == 0:
+            continue
+        i0, i1 = max(0, int(nb.self_start_index)), min(n - 1, int(nb.self_end_index))
+        if i1 >= i0:
+            seg = slice(i0, i1 + 1)
+            missing = np.isnan(half[seg])
+            half[seg] = np.where(missing, 0.5 * _distance_to_polyline(pts[seg], poly), half[seg])
+    return half
+
+
+def _lane_width(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    both = left + right
+    width = np.where(np.isnan(left), 2.0 * right, np.where(np.isnan(right), 2.0 * left, both))
+    width = np.where(np.isnan(width), DEFAULT_LANE_WIDTH_M, width)
+    return np.clip(width, *WIDTH_RANGE_M)
+
+
+def _origin(scenario: Scenario) -> np.ndarray:
+    t0 = scenario.current_time_index
+    sdc = scenario.sdc_track_index
+    if 0 <= sdc < len(scenario.tracks) and t0 < len(scenario.tracks[sdc].states):
+        s = scenario.tracks[sdc].states[t0]
+        if s.valid:
+            return np.array([s.center_x, s.center_y])
+    pts = [[p.x, p.y] for f in scenario.map_features if f.HasField("lane") for p in f.lane.polyline]
+    return np.mean(np.array(pts), axis=0) if pts else np.zeros(2)
+
+
+def _roadgraph(scenario: Scenario, origin: np.ndarray) -> tuple[RoadGraph, dict[str, int]]:
+    boundary_polys: dict[int, np.ndarray] = {}
+    lane_polys: dict[int, np.ndarray] = {}
+    lines, line_types, edges, edge_types = [], [], [], []
+    counts = {"bike": 0, "crosswalk": 0, "stop_sign": 0, "speed_bump": 0}
+    for f in scenario.map_features:
+        kind = f.WhichOneof("feature_data")
+        if kind == "road_line":
+            boundary_polys[f.id] = _xy(f.road_line.polyline, origin)
+            if len(boundary_polys[f.id]) >= 2:
+                lines.append(boundary_polys[f.id])
+                line_types.append(int(f.road_line.type))
+        elif kind == "road_edge":
+            boundary_polys[f.id] = _xy(f.road_edge.polyline, origin)
+            if len(boundary_polys[f.id]) >= 2:
+                edges.append(boundary_polys[f.id])
+                edge_types.append(int(f.road_edge.type))
+        elif kind == "lane":
+            lane_polys[f.id] = _xy(f.lane.polyline, origin)
+        elif kind in counts:
+            counts[kind] += 1
+    keep = [
+        f
+        for f in scenario.map_features
+        if f.HasField("lane") and f.lane.type in VEHICLE_LANES and len(lane_polys[f.id]) >= 2
+    ]
+    counts["bike"] = sum(
+        1 for f in scenario.map_features if f.HasField("lane") and f.lane.type not in VEHICLE_LANES
+    )
+    if not keep:
+        raise ScenarioConversionError(
+            f"scenario '{scenario.scenario_id}' has no drivable lanes (vehicle lanes with 2+ points)"
+        )
+    index = {f.id: i for i, f in enumerate(keep)}
+    lanes, widths, entries, exits = [], [], [], []
+    for f in keep:
+        pts = lane_polys[f.id]
+        left = _half_widths(pts, f.lane.left_boundaries, f.lane.left_neighbors, boundary_polys, lane_polys)
+        right = _half_widths(pts, f.lane.right_boundaries, f.lane.right_neighbors, boundary_polys, lane_polys)
+        lanes.append(pts)
+        widths.append(_lane_width(left, right))
+        entries.append([index[i] for i in f.lane.entry_lanes if i in index])
+        exits.append([index[i] for i in f.lane.exit_lanes if i in index])
+    rg = RoadGraph.from_lists(lanes, widths, entries, exits, lines, line_types, edges, edge_types)
+    return rg, counts
+
+
+def _controlled(scenario: Scenario, origin: np.ndarray, max_agents: int) -> tuple[list[int], int]:
+    """Track indices of the controlled agents (ordered) and the number of vehicles valid now."""
+    t0 = scenario.current_time_index
+    sdc = scenario.sdc_track_index
+    predict = {int(r.track_index) for r in scenario.tracks_to_predict}
+    cands = []
+    valid_now = 0
+    for i, tr in enumerate(scenario.tracks):
+        if tr.object_type != Track.TYPE_VEHICLE or t0 >= len(tr.states) or not tr.states[t0].valid:
+            continue
+        valid_now += 1
+        fut = np.array([[s.center_x, s.center_y] for s in tr.states[t0:] if s.valid]) - origin
+        if len(fut) < 2 or arc_lengths(fut)[-1] < MIN_ROUTE_M:
+            continue
+        s0 = tr.states[t0]
+        dist = float(np.hypot(s0.center_x - origin[0], s0.center_y - origin[1]))
+        cands.append(((0 if i == sdc else 1 if i in predict else 2, dist), i))
+    cands.sort()
+    return [i for _, i in cands[:max_agents]], valid_now
+
+
+def scenario_to_scene(
+    scenario: Scenario, max_agents: int = 32, condition: RoadCondition | None = None
+) -> tuple[Scene, ConversionReport]:
+    """Convert one scenario (see the module docstring); raises :class:`ScenarioConversionError`."""
+    if not scenario.tracks and not scenario.map_features:
+        raise ScenarioConversionError(f"scenario '{scenario.scenario_id}' is empty (no tracks, no map)")
+    origin = _origin(scenario)
+    rg, counts = _roadgraph(scenario, origin)
+    agents, valid_now = _controlled(scenario, origin, max_agents)
+    t0 = scenario.current_time_index
+    poses, speeds, routes, goals, goal_s, lengths, widths = [], [], [], [], [], [], []
+    log_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for i in agents:
+        states = scenario.tracks[i].states[t0:]
+        xy = np.array([[s.center_x, s.center_y] for s in states]) - origin
+        valid = np.array([s.valid for s in states], dtype=bool)
+        yaw = np.array([s.heading for s in states], dtype=np.float64)
+        speed = np.array([np.hypot(s.velocity_x, s.velocity_y) for s in states], dtype=np.float64)
+        path = xy[valid]
+        keep = np.concatenate([[True], np.linalg.norm(np.diff(path, axis=0), axis=1) > 1e-3])
+        path = path[keep]
+        length = float(arc_lengths(path)[-1])
+        route = resample_uniform(path, 1.0, length)
+        if np.linalg.norm(route[-1] - path[-1]) > 1e-6:
+            route = np.vstack([route, path[-1]])
+        s0 = states[0]
+        poses.append(np.array([xy[0, 0], xy[0, 1], s0.heading]))
+        speeds.append(float(speed[0]))
+        routes.append(route)
+        goals.append(path[-1])
+        goal_s.append(float(arc_lengths(route)[-1]))
+        lengths.append(float(s0.length) if s0.length > 0 else 4.5)
+        widths.append(float(s0.width) if s0.width > 0 else 1.9)
+        log_rows.append(
+            (np.where(valid[:, None], xy, 0.0), np.where(valid, yaw, 0.0), np.where(valid, speed, 0.0), valid)
+        )
+    cond = condition or RoadCondition("asphalt", 0.0)
+    steps = len(scenario.tracks[agents[0]].states) - t0 if agents else 0
+    log = AgentLog(
+        xy=np.array([r[0] for r in log_rows]).reshape(len(agents), steps, 2),
+        yaw=np.array([r[1] for r in log_rows]).reshape(len(agents), steps),
+        speed=np.array([r[2] for r in log_rows]).reshape(len(agents), steps),
+        valid=np.array([r[3] for r in log_rows], dtype=bool).reshape(len(agents), steps),
+        dt_s=WOMD_DT_S,
+    )
+    scene = make_scene(
+        name=str(scenario.scenario_id) or "womd-scenario",
+        roadgraph=rg,
+        spawn_pose=poses,
+        spawn_speed_mps=speeds,
+        routes=routes,
+        goal_xy=goals,
+        goal_s_m=goal_s,
+        length_m=lengths,
+        width_m=widths,
+        surface=cond.surface,
+        water_film_mm=cond.water_film_mm,
+        friction=cond.mu,
+        generator="womd",
+        params={"origin_xy": [float(origin[0]), float(origin[1])], "current_time_index": int(t0)},
+        log=log,
+    )
+    report = ConversionReport(
+        lanes=rg.num_lanes,
+        bike_lanes_dropped=counts["bike"],
+        road_lines=len(rg.line_type),
+        road_edges=len(rg.edge_type),
+        controlled_agents=len(agents),
+        vehicles_valid_now=valid_now,
+        crosswalks=counts["crosswalk"],
+        stop_signs=counts["stop_sign"],
+        speed_bumps=counts["speed_bump"],
+        other_objects=len(scenario.tracks) - len(agents),
+    )
+    return scene, report
