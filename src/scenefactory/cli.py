@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     vv.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
     vv.add_argument("--out", type=Path, required=True)
 
+    c = sub.add_parser("convert", help="WOMD scenario shards -> scene files (JSON, MJCF, USD)")
+    c.add_argument("inputs", nargs="+", help="scenario TFRecord files or globs")
+    c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--format", default="json", help="comma-separated: json,mjcf,usd (default json)")
+    c.add_argument("--workers", type=_positive, default=1, help="worker processes (one shard each)")
+    c.add_argument("--max-agents", type=_positive, default=32, help="controlled agents per scene")
+    c.add_argument("--skip-bad", action="store_true", help="exit 0 even if some input was corrupt")
+
     x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
     xt = x.add_subparsers(dest="task", required=True)
     xx = xt.add_parser("transfer", help="2x2 table: train kinematic/mujoco x evaluate kinematic/mujoco")
@@ -211,6 +219,14 @@ def run(argv: Sequence[str] | None = None) -> int:
             policy_hz=args.policy_hz,
         )
         print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
+    elif args.command == "convert":
+        summary = drive.convert(args.inputs, args.out, args.format, args.workers, args.max_agents)
+        print(json.dumps({k: summary[k] for k in ("files", "scenarios_read", "converted")}))
+        skipped, corrupt = len(summary["skipped"]), len(summary["corrupt"])
+        print(f"skipped {skipped}, corrupt {corrupt}: {args.out / 'summary.json'}")
+        for problem in summary["corrupt"]:
+            print(f"scenefactory: corrupt input: {problem}", file=sys.stderr)
+        return 1 if summary["corrupt"] and not args.skip_bad else 0
     elif args.command == "experiment":
         drive.experiment_transfer(dict(args.checkpoint), args.episodes, args.seed, args.iterations, args.out)
         print(f"transfer table: {args.out / 'transfer.md'}")

@@ -378,3 +378,21 @@ def evaluate_expert(
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "metrics.json", metrics)
     return metrics
+
+
+def convert(inputs: list[str], out: Path, formats: str, workers: int, max_agents: int) -> dict[str, Any]:
+    """``scenefactory convert``: WOMD shards → scene files, with a progress bar over shards."""
+    from scenefactory.scenes.womd.batch import convert_files, expand_inputs, parse_formats
+
+    fmts = parse_formats(formats)
+    total = len(expand_inputs(inputs))
+    with _progress() as bar:
+        job = bar.add_task("convert", total=total, info="")
+        done = [0, 0]
+
+        def on_shard(rep: dict[str, Any]) -> None:
+            done[0] += 1
+            done[1] += len(rep["converted"])
+            bar.update(job, completed=done[0], info=f"{done[1]} scenes")
+
+        return convert_files(inputs, out, fmts, workers, max_agents, on_shard)

@@ -1,0 +1,55 @@
+"""``scenefactory convert``: shards in parallel, summaries, corrupt input, and use of the output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scenefactory.cli import main
+from scenefactory.scenes.womd.scenario_pb2 import MapPoint, RoadLine, Scenario
+from scenefactory.scenes.womd.tfrecord import write_records
+from test_womd_reader import make_scenario
+
+
+def _shards(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    nolanes = Scenario(scenario_id="nolanes", current_time_index=10)
+    nolanes.map_features.add(id=1, road_line=RoadLine(polyline=[MapPoint(x=0, y=0), MapPoint(x=1, y=0)]))
+    a, b = folder / "a.tfrecord", folder / "b.tfrecord"
+    write_records(a, [make_scenario(f"a{i}", 2).SerializeToString() for i in range(3)])
+    write_records(b, [make_scenario("b0", 3).SerializeToString(), nolanes.SerializeToString()])
+    return [a, b]
+
+
+def test_convert_two_shards_with_workers_then_train_and_expert_eval(tmp_path: Path) -> None:
+    _shards(tmp_path / "in")
+    out = tmp_path / "out"
+    assert main(["convert", str(tmp_path / "in" / "*.tfrecord"), "--out", str(out), "--workers", "2"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["files"] == 2 and summary["scenarios_read"] == 5 and summary["converted"] == 4
+    assert len(summary["skipped"]) == 1 and "no drivable lanes" in summary["skipped"][0]["reason"]
+    index = json.loads((out / "index.json").read_text())
+    assert sorted(index["scenes"]) == ["a0", "a1", "a2", "b0"]
+    assert len(list((out / "json").glob("*.json"))) == 4
+    m_out = tmp_path / "expert"
+    args = ["eval", "drive", "--policy", "expert", "--scenes", str(out / "json"), "--agents", "3"]
+    assert main([*args, "--out", str(m_out)]) == 0
+    assert json.loads((m_out / "metrics.json").read_text())["episodes_with_log"] == 9
+    run = tmp_path / "run"
+    train = ["train", "drive", "--worlds", "2", "--agents", "2", "--iterations", "1"]
+    assert main([*train, "--scenes", str(out / "json"), "--out", str(run)]) == 0
+
+
+def test_corrupt_shard_keeps_what_was_good_and_exits_nonzero(tmp_path: Path) -> None:
+    a, _ = _shards(tmp_path / "in")
+    data = bytearray(a.read_bytes())
+    data[-30] ^= 0xFF  # inside the last record's data: its CRC fails
+    a.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    assert main(["convert", str(a), "--out", str(out)]) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["converted"] == 2 and len(summary["corrupt"]) == 1
+    assert "record 2 at byte offset" in summary["corrupt"][0] and "a.tfrecord" in summary["corrupt"][0]
+    assert main(["convert", str(a), "--out", str(out), "--skip-bad"]) == 0
+    assert main(["convert", str(tmp_path / "nothing*.tfrecord"), "--out", str(out)]) == 2
+    assert main(["convert", str(a), "--format", "json,obj", "--out", str(out)]) == 2
