@@ -53,3 +53,33 @@ def test_corrupt_shard_keeps_what_was_good_and_exits_nonzero(tmp_path: Path) -> 
     assert main(["convert", str(a), "--out", str(out), "--skip-bad"]) == 0
     assert main(["convert", str(tmp_path / "nothing*.tfrecord"), "--out", str(out)]) == 2
     assert main(["convert", str(a), "--format", "json,obj", "--out", str(out)]) == 2
+
+
+def test_convert_to_mjcf_and_usd_that_load_and_carry_friction(tmp_path: Path) -> None:
+    import mujoco
+    import numpy as np
+    from pxr import Usd, UsdPhysics, UsdShade
+
+    from scenefactory.scenes.scene import load_scene
+
+    _shards(tmp_path / "in")
+    out = tmp_path / "out"
+    files = str(tmp_path / "in" / "a.tfrecord")
+    assert main(["convert", files, "--format", "json,mjcf,usd", "--out", str(out)]) == 0
+    scene = load_scene(out / "json" / "a0.json")
+    model = mujoco.MjModel.from_xml_path(str(out / "mjcf" / "a0.xml"))
+    data = mujoco.MjData(model)
+    mujoco.mj_step(model, data, nstep=240)  # 2 s at 120 Hz with zero controls
+    assert np.isfinite(data.qpos).all()
+    car0 = model.body("car0_chassis").id
+    assert np.allclose(data.xpos[car0, :2], scene.spawn_pose[0, :2], atol=0.5)  # still where it spawned
+    ground = model.geom("ground").id
+    assert model.geom_friction[ground, 0] == scene.friction
+    stage = Usd.Stage.Open(str(out / "usd" / "a0.usda"))
+    mats = [p for p in stage.Traverse() if p.HasAPI(UsdPhysics.MaterialAPI)]
+    assert len(mats) == 1
+    api = UsdPhysics.MaterialAPI(mats[0])
+    assert abs(api.GetStaticFrictionAttr().Get() - scene.friction) < 1e-6
+    assert abs(api.GetDynamicFrictionAttr().Get() - scene.friction) < 1e-6
+    assert any(p.IsA(UsdPhysics.Scene) for p in stage.Traverse())
+    assert UsdShade.Material(mats[0]) is not None

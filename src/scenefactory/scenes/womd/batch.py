@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from scenefactory.errors import UserError
-from scenefactory.io import atomic_write_text, write_json
+from scenefactory.io import write_json
 from scenefactory.scenes.scene import Scene, save_scene
 from scenefactory.scenes.womd.convert import ScenarioConversionError, scenario_to_scene
 from scenefactory.scenes.womd.reader import iter_scenarios
@@ -61,14 +61,13 @@ def _write(scene: Scene, out: Path, formats: Sequence[str]) -> list[str]:
         save_scene(scene, out / "json" / f"{safe}.json")
         written.append(f"json/{safe}.json")
     if "mjcf" in formats:
-        from scenefactory.scenes.export_mjcf import scene_to_mjcf
+        from scenefactory.scenes.export_mjcf import save_mjcf
 
-        atomic_write_text(out / "mjcf" / f"{safe}.xml", scene_to_mjcf(scene))
+        save_mjcf(scene, out / "mjcf" / f"{safe}.xml")
         written.append(f"mjcf/{safe}.xml")
     if "usd" in formats:
         from scenefactory.scenes.export_usd import scene_to_usd
 
-        (out / "usd").mkdir(parents=True, exist_ok=True)
         scene_to_usd(scene, out / "usd" / f"{safe}.usda")
         written.append(f"usd/{safe}.usda")
     return written
