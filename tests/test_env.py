@@ -8,6 +8,7 @@ import torch
 from scene_fixtures import straight_scene
 from scenefactory.evaluation.record import AgentStatus
 from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
 
@@ -92,3 +93,41 @@ def test_timeout_and_partial_reset_leave_other_worlds_alone() -> None:
     after = env.engine.state().pos_xy
     assert torch.equal(after[1], before[1])
     assert torch.allclose(after[0, 0], torch.tensor([10.0, 0.0]))
+
+
+def test_replayed_object_is_seen_and_hits_a_stopped_agent() -> None:
+    """Log playback: a logged car drives along the lane into a stopped controlled agent; the agent
+    sees it among its neighbours and the contact is a collision (on both engines)."""
+    from dataclasses import replace
+
+    from scenefactory.scenes.scene import ReplayLog
+
+    base = straight_scene([(40.0, 0.0, 0.0, 0.0)], goal_s=30.0)
+    t = np.arange(60)
+    xy = np.stack([10.0 + 8.0 * 0.1 * t, np.zeros_like(t, dtype=float)], axis=1)[None]
+    rep = ReplayLog(
+        xy=xy,
+        yaw=np.zeros((1, 60)),
+        vel_xy=np.tile([8.0, 0.0], (1, 60, 1)),
+        valid=np.ones((1, 60), dtype=bool),
+        length_m=np.array([4.5]),
+        width_m=np.array([1.9]),
+        kind=np.array([1]),
+    )
+    scene = replace(base, replay=rep)
+    for engine in ("kinematic", "mujoco"):
+        env = DrivingEnv(DrivingTaskConfig(num_worlds=1, agents_per_world=1), [scene], engine=engine)
+        oc = env.cfg.observations
+        start = (
+            obs_terms.EGO_DIM + 2 * len(oc.route_lookahead_m) + obs_terms.ROAD_FEATURES * oc.num_road_points
+        )
+        neighbor = env.observations()[0, 0, start : start + obs_terms.NEIGHBOR_FEATURES]
+        assert neighbor[-1] == 1.0  # the logged car is the nearest neighbour (valid flag)
+        assert neighbor[0] < 0  # behind the agent
+        outcome = None
+        for _ in range(50):
+            res = env.step(_const(env, 0.0, -1.0))  # stand still with the brakes on
+            if res.done.any():
+                outcome = int(res.finished.outcome[0])
+                break
+        assert outcome == int(AgentStatus.COLLISION), engine

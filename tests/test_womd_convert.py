@@ -83,3 +83,16 @@ def test_no_drivable_lanes_is_a_clear_error() -> None:
     sc.map_features.add(id=1, road_line=RoadLine(polyline=[MapPoint(x=0, y=0), MapPoint(x=1, y=0)]))
     with pytest.raises(ScenarioConversionError, match="'nolanes' has no drivable lanes"):
         scenario_to_scene(sc)
+
+
+def test_other_objects_are_replayed_and_round_trip(tmp_path: Path) -> None:
+    scene, report = scenario_to_scene(make_scenario("s6", 3))
+    rep = scene.replay
+    assert rep is not None and rep.num_objects == report.other_objects == 1
+    assert rep.kind.tolist() == [2]  # the pedestrian
+    assert rep.valid.all() and rep.xy.shape == (1, STEPS - CURRENT, 2)
+    save_scene(scene, tmp_path / "s6.json")
+    back = load_scene(tmp_path / "s6.json").replay
+    assert back is not None
+    for name in ("xy", "yaw", "vel_xy", "valid", "length_m", "width_m", "kind"):
+        assert np.array_equal(getattr(back, name), getattr(rep, name))

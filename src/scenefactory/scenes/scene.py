@@ -69,6 +69,47 @@ class AgentLog:
 
 
 @dataclass(frozen=True)
+class ReplayLog:
+    """Non-controlled objects replayed from a log (log playback, as Waymax does), step 0 = spawn.
+
+    - ``xy`` (N, T, 2) [m], ``yaw`` (N, T) [rad], ``vel_xy`` (N, T, 2) [m/s], ``valid`` (N, T) bool;
+    - ``length_m``/``width_m`` (N,) footprint [m]; ``kind`` (N,) WOMD object type codes.
+    They move along their logs whatever the controlled agents do: obstacles the agents must avoid
+    (collisions, TTC, DRAC and neighbour observations include them).
+    """
+
+    xy: np.ndarray
+    yaw: np.ndarray
+    vel_xy: np.ndarray
+    valid: np.ndarray
+    length_m: np.ndarray
+    width_m: np.ndarray
+    kind: np.ndarray
+    dt_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        """Check shapes."""
+        n, t = self.valid.shape
+        for name, shape in (
+            ("xy", (n, t, 2)),
+            ("yaw", (n, t)),
+            ("vel_xy", (n, t, 2)),
+            ("length_m", (n,)),
+            ("width_m", (n,)),
+            ("kind", (n,)),
+        ):
+            if getattr(self, name).shape != shape:
+                raise SceneFormatError(
+                    f"replay {name} has shape {getattr(self, name).shape}, expected {shape}"
+                )
+
+    @property
+    def num_objects(self) -> int:
+        """N."""
+        return int(self.valid.shape[0])
+
+
+@dataclass(frozen=True)
 class Scene:
     """One simulation-ready scene; see the module docstring for shapes and units."""
 
@@ -90,6 +131,7 @@ class Scene:
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
     log: AgentLog | None = None
+    replay: ReplayLog | None = None
 
     def __post_init__(self) -> None:
         """Check shapes at construction."""
@@ -223,7 +265,67 @@ def scene_to_dict(scene: Scene) -> dict[str, Any]:
         },
         "agents": agents,
         **({"log": _log_to_dict(scene)} if scene.log is not None else {}),
+        **({"replay": _replay_to_dict(scene.replay)} if scene.replay is not None else {}),
     }
+
+
+def _replay_to_dict(rep: ReplayLog) -> dict[str, Any]:
+    return {
+        "dt_s": float(rep.dt_s),
+        "objects": [
+            {
+                "xy": _xy_list(rep.xy[i]),
+                "yaw": [float(v) for v in rep.yaw[i]],
+                "vel_xy": _xy_list(rep.vel_xy[i]),
+                "valid": [bool(v) for v in rep.valid[i]],
+                "length_m": float(rep.length_m[i]),
+                "width_m": float(rep.width_m[i]),
+                "kind": int(rep.kind[i]),
+            }
+            for i in range(rep.num_objects)
+        ],
+    }
+
+
+def _replay_from_dict(r: _Reader, data: Any) -> ReplayLog:
+    dt = r.number(r.get(data, "dt_s", "replay"), "replay.dt_s")
+    objs = r.get(data, "objects", "replay")
+    if not isinstance(objs, list):
+        raise r.fail("replay.objects", "a list of replayed objects", objs)
+    cols: dict[str, list[Any]] = {k: [] for k in ("xy", "yaw", "vel", "valid", "length", "width", "kind")}
+    steps = None
+    for i, o in enumerate(objs):
+        p = f"replay.objects[{i}]"
+        xy = r.xy(r.get(o, "xy", p), f"{p}.xy")
+        steps = len(xy) if steps is None else steps
+        vel = r.xy(r.get(o, "vel_xy", p), f"{p}.vel_xy")
+        yaw = r.get(o, "yaw", p)
+        valid = r.get(o, "valid", p)
+        if len(xy) != steps or len(vel) != steps or not isinstance(yaw, list) or len(yaw) != steps:
+            raise r.fail(p, f"xy, vel_xy and yaw of {steps} steps like the other objects")
+        if not isinstance(valid, list) or len(valid) != steps or not all(isinstance(v, bool) for v in valid):
+            raise r.fail(f"{p}.valid", f"a list of {steps} booleans", valid)
+        cols["xy"].append(xy)
+        cols["vel"].append(vel)
+        cols["yaw"].append([r.number(v, f"{p}.yaw") for v in yaw])
+        cols["valid"].append(valid)
+        cols["length"].append(r.number(r.get(o, "length_m", p), f"{p}.length_m"))
+        cols["width"].append(r.number(r.get(o, "width_m", p), f"{p}.width_m"))
+        kind = r.get(o, "kind", p)
+        if not isinstance(kind, int) or isinstance(kind, bool):
+            raise r.fail(f"{p}.kind", "an integer object type", kind)
+        cols["kind"].append(kind)
+    n, t = len(objs), steps or 0
+    return ReplayLog(
+        xy=np.array(cols["xy"], dtype=np.float64).reshape(n, t, 2),
+        yaw=np.array(cols["yaw"], dtype=np.float64).reshape(n, t),
+        vel_xy=np.array(cols["vel"], dtype=np.float64).reshape(n, t, 2),
+        valid=np.array(cols["valid"], dtype=bool).reshape(n, t),
+        length_m=np.array(cols["length"], dtype=np.float64),
+        width_m=np.array(cols["width"], dtype=np.float64),
+        kind=np.array(cols["kind"], dtype=np.int64),
+        dt_s=dt,
+    )
 
 
 def _log_to_dict(scene: Scene) -> dict[str, Any]:
@@ -447,6 +549,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         seed=int(seed),
         params=params,
         log=_log_from_dict(r, data["log"], len(agents_d)) if "log" in data else None,
+        replay=_replay_from_dict(r, data["replay"]) if "replay" in data else None,
     )
 
 

@@ -18,8 +18,11 @@
   log divergence).
 - **Road condition.** WOMD carries no weather: scenes get ``condition`` (dry asphalt by default).
 
-Crosswalks, stop signs, speed bumps and the non-controlled objects (log playback) are not carried
-into the scene yet; :func:`scenario_to_scene` reports how many there were.
+- **Log playback.** The other objects (vehicles, pedestrians, cyclists; up to ``max_replay``,
+  nearest first) become the scene's :class:`ReplayLog`: they move along their logs, and the
+  controlled agents must avoid them.
+
+Crosswalks, stop signs and speed bumps are not carried into the scene yet; the report counts them.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from scenefactory.errors import UserError
 from scenefactory.scenes.friction import RoadCondition
 from scenefactory.scenes.roadgraph import RoadGraph
 from scenefactory.scenes.routes import arc_lengths, resample_uniform
-from scenefactory.scenes.scene import AgentLog, Scene, make_scene
+from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, make_scene
 from scenefactory.scenes.womd.scenario_pb2 import LaneCenter, Scenario, Track
 
 DEFAULT_LANE_WIDTH_M = 3.7
@@ -197,8 +200,45 @@ def _controlled(scenario: Scenario, origin: np.ndarray, max_agents: int) -> tupl
     return [i for _, i in cands[:max_agents]], valid_now
 
 
+def _replay(scenario: Scenario, origin: np.ndarray, exclude: set[int], max_replay: int) -> ReplayLog:
+    """The logged objects that are not controlled, nearest to the origin first (module docstring)."""
+    t0 = scenario.current_time_index
+    rows = []
+    for i, tr in enumerate(scenario.tracks):
+        states = tr.states[t0:]
+        valid = np.array([s.valid for s in states], dtype=bool)
+        if i in exclude or not valid.any():
+            continue
+        first = states[int(np.argmax(valid))]
+        dist = float(np.hypot(first.center_x - origin[0], first.center_y - origin[1]))
+        rows.append((dist, i, tr, valid))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    rows = rows[:max_replay]
+    steps = max((len(r[3]) for r in rows), default=0)
+    n = len(rows)
+    xy, yaw, vel = np.zeros((n, steps, 2)), np.zeros((n, steps)), np.zeros((n, steps, 2))
+    valid_all = np.zeros((n, steps), dtype=bool)
+    length, width, kind = np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64)
+    for j, (_, _, tr, valid) in enumerate(rows):
+        states = tr.states[t0:]
+        for t, s in enumerate(states):
+            if s.valid:
+                xy[j, t] = (s.center_x - origin[0], s.center_y - origin[1])
+                yaw[j, t] = s.heading
+                vel[j, t] = (s.velocity_x, s.velocity_y)
+        valid_all[j, : len(valid)] = valid
+        first = states[int(np.argmax(valid))]
+        length[j] = first.length if first.length > 0 else 4.5
+        width[j] = first.width if first.width > 0 else 1.9
+        kind[j] = int(tr.object_type)
+    return ReplayLog(xy, yaw, vel, valid_all, length, width, kind, dt_s=WOMD_DT_S)
+
+
 def scenario_to_scene(
-    scenario: Scenario, max_agents: int = 32, condition: RoadCondition | None = None
+    scenario: Scenario,
+    max_agents: int = 32,
+    condition: RoadCondition | None = None,
+    max_replay: int = 64,
 ) -> tuple[Scene, ConversionReport]:
     """Convert one scenario (see the module docstring); raises :class:`ScenarioConversionError`."""
     if not scenario.tracks and not scenario.map_features:
@@ -258,6 +298,7 @@ def scenario_to_scene(
         generator="womd",
         params={"origin_xy": [float(origin[0]), float(origin[1])], "current_time_index": int(t0)},
         log=log,
+        replay=_replay(scenario, origin, set(agents), max_replay),
     )
     report = ConversionReport(
         lanes=rg.num_lanes,

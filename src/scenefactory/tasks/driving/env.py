@@ -47,6 +47,9 @@ from scenefactory.tasks.driving.geometry import (
 )
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
 
+Objects = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""``(pos_xy, yaw, vel_xy, length, width, active)`` of every object of each world, (W, M, ...)."""
+
 
 @dataclass(frozen=True)
 class FinishedEpisodes:
@@ -174,6 +177,14 @@ class DrivingEnv:
         self.expert = zeros(w, k, t_log, 2)
         self.log_div_sum = zeros(w, k)
         self.log_div_count = zeros(w, k)
+        n_rep, t_rep = p.replay_xy.shape[1], p.replay_xy.shape[2]
+        self.num_replay = n_rep
+        self.replay_xy = zeros(w, n_rep, t_rep, 2)
+        self.replay_yaw = zeros(w, n_rep, t_rep)
+        self.replay_vel = zeros(w, n_rep, t_rep, 2)
+        self.replay_valid = zeros(w, n_rep, t_rep, dtype=torch.bool)
+        self.replay_length = zeros(w, n_rep)
+        self.replay_width = zeros(w, n_rep)
         self.route_segs: PolylineSegments = polyline_segments(self.route_xy, self.route_valid)
         self._obs = zeros(w, k, self.obs_dim)
         self.reset()
@@ -223,6 +234,9 @@ class DrivingEnv:
         self.expert[world_ids] = p.expert[scene_ids]
         self.log_div_sum[world_ids] = 0.0
         self.log_div_count[world_ids] = 0.0
+        if self.num_replay:
+            for name in ("xy", "yaw", "vel", "valid", "length", "width"):
+                getattr(self, f"replay_{name}")[world_ids] = getattr(p, f"replay_{name}")[scene_ids]
         valid = p.agent_valid[scene_ids]
         self.engine.reset(world_ids, p.spawn_pose[scene_ids], p.spawn_speed[scene_ids], valid)
         self.engine.set_friction(world_ids, mu)
@@ -254,9 +268,29 @@ class DrivingEnv:
         """Current observations (W, K, D)."""
         return self._obs
 
+    def _objects(self, st: VehicleState) -> Objects:
+        """Every object of each world, (W, M, ...): the K controlled agents, then the replayed ones
+        at the current step: ``(pos_xy, yaw, vel_xy, length, width, active)``."""
+        own = (st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, self.active)
+        if not self.num_replay:
+            return own
+        t_rep = self.replay_xy.shape[2]
+        t = self.step_count.clamp(max=t_rep - 1).view(-1, 1, 1).expand(-1, self.num_replay, 1)
+        t2 = t.unsqueeze(-1).expand(-1, -1, 1, 2)
+        pos = torch.gather(self.replay_xy, 2, t2).squeeze(2)
+        vel = torch.gather(self.replay_vel, 2, t2).squeeze(2)
+        yaw = torch.gather(self.replay_yaw, 2, t).squeeze(2)
+        valid = torch.gather(self.replay_valid, 2, t).squeeze(2) & (self.step_count < t_rep).unsqueeze(-1)
+        rep = (pos, yaw, vel, self.replay_length, self.replay_width, valid)
+        c = [torch.cat((a, b), dim=1) for a, b in zip(own, rep, strict=True)]
+        return c[0], c[1], c[2], c[3], c[4], c[5]
+
     def _pairwise(self, st: VehicleState) -> tuple[torch.Tensor, torch.Tensor]:
+        """TTC and DRAC (W, K, M) of each controlled agent against every object."""
         horizon = self.cfg.observations.ttc_horizon_s
-        return pairwise_ttc_drac(st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, self.active, horizon)
+        ttc, drac = pairwise_ttc_drac(*self._objects(st), horizon)
+        k = self.agents_per_world
+        return ttc[:, :k], drac[:, :k]
 
     def step(self, actions: torch.Tensor) -> StepResult:
         """Advance every world one policy step with ``actions`` (W, K, 2); see the phase order above."""
@@ -277,6 +311,12 @@ class DrivingEnv:
             collided = pairwise_box_overlap(st.pos_xy, st.yaw, self.length, self.width, was_active).any(-1)
         else:
             collided = contacts
+        if self.num_replay:  # logged objects are not in the engine: box overlap with them
+            objs = self._objects(st)
+            k = self.agents_per_world
+            collided = collided | pairwise_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5])[
+                :, :k, k:
+            ].any(-1)
         corners = box_corners(st.pos_xy, st.yaw, self.length, self.width)
         ids = self.scene_id.view(-1, 1, 1).expand(*corners.shape[:-1])
         offroad = (self.pool.grids.sample(ids, corners).amax(-1) > cfg.offroad_tolerance_m) & was_active
@@ -408,17 +448,7 @@ class DrivingEnv:
                 oc.num_road_points,
                 oc.road_point_range_m,
             ),
-            obs_terms.neighbor_obs(
-                st.pos_xy,
-                st.yaw,
-                st.vel_xy,
-                self.length,
-                self.width,
-                self.active,
-                ttc,
-                oc.num_neighbors,
-                oc.neighbor_range_m,
-            ),
+            obs_terms.neighbor_obs(*self._objects(st), ttc, oc.num_neighbors, oc.neighbor_range_m),
         ]
         if oc.friction_aware:
             parts.append(self.friction.view(-1, 1, 1).expand(-1, self.agents_per_world, 1))

@@ -9,9 +9,9 @@ policy additionally normalizes its inputs. Layout per agent (concatenated in thi
 - route lookahead (2·n): route points ``route_lookahead_m`` ahead of the agent's projection, /30.
 - road (k·8): the k nearest road-graph points within range: x/range, y/range, tangent (dx, dy), a
   one-hot of lane centre / road line / road edge, and a valid flag (all zero when absent).
-- neighbours (m·10): the m nearest other active agents within range: relative x, y /range, sin and
-  cos of relative yaw, relative velocity /10 (ego frame), length/5, width/5, TTC/10 (clipped to 1),
-  valid flag.
+- neighbours (m·10): the m nearest other active agents and replayed logged objects within range:
+  relative x, y /range, sin and cos of relative yaw, relative velocity /10 (ego frame), length/5,
+  width/5, TTC/10 (clipped to 1), valid flag.
 - friction (1, optional): the road friction coefficient of the world.
 """
 
@@ -122,27 +122,36 @@ def neighbor_obs(
     m: int,
     range_m: float,
 ) -> torch.Tensor:
-    """The m nearest other active agents per agent → (W, K, m·10); ``ttc_s`` is (W, K, K)."""
-    w, k = pos_xy.shape[:2]
-    d = torch.cdist(pos_xy, pos_xy)
-    eye = torch.eye(k, dtype=torch.bool, device=pos_xy.device)
-    usable = active.unsqueeze(1) & ~eye & (d <= range_m)
+    """The m nearest other active objects of each controlled agent → (W, K, m·10).
+
+    Objects are ``(W, M, ...)`` (``pos_xy``, ``yaw``, ``vel_xy``, ``length``, ``width``, ``active``):
+    the K controlled agents first, then any replayed objects; ``ttc_s`` is (W, K, M), so its
+    second dimension says how many of the objects are the controlled agents asking.
+    """
+    w, n_obj = pos_xy.shape[:2]
+    k = ttc_s.shape[1]
+    ego_pos, ego_yaw, ego_vel = pos_xy[:, :k], yaw[:, :k], vel_xy[:, :k]
+    d = torch.cdist(ego_pos, pos_xy)  # (W, K, M)
+    self_mask = torch.arange(k, device=pos_xy.device)[:, None] == torch.arange(n_obj, device=pos_xy.device)
+    usable = active.unsqueeze(1) & ~self_mask & (d <= range_m)
     d = torch.where(usable, d, torch.full_like(d, float("inf")))
-    m_eff = min(m, k)
+    m_eff = min(m, n_obj)
     dist, idx = torch.topk(d, m_eff, dim=-1, largest=False)
     valid = torch.isfinite(dist)
 
     def pick(x: torch.Tensor) -> torch.Tensor:
-        # x: (W, K) or (W, K, C) → (W, K, m, ...) values of the selected neighbours
+        # x: (W, M) or (W, M, C) → (W, K, m, ...) values of the selected neighbours
         if x.dim() == 2:
-            return torch.gather(x.unsqueeze(1).expand(w, k, k), 2, idx)
+            return torch.gather(x.unsqueeze(1).expand(w, k, n_obj), 2, idx)
         c = x.shape[-1]
-        return torch.gather(x.unsqueeze(1).expand(w, k, k, c), 2, idx.unsqueeze(-1).expand(w, k, m_eff, c))
+        return torch.gather(
+            x.unsqueeze(1).expand(w, k, n_obj, c), 2, idx.unsqueeze(-1).expand(w, k, m_eff, c)
+        )
 
-    rel_pos = world_to_ego(pick(pos_xy), pos_xy.unsqueeze(-2), yaw.unsqueeze(-1)) / range_m
-    rel_yaw = pick(yaw) - yaw.unsqueeze(-1)
-    rel_vel_w = pick(vel_xy) - vel_xy.unsqueeze(-2)
-    c, s = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
+    rel_pos = world_to_ego(pick(pos_xy), ego_pos.unsqueeze(-2), ego_yaw.unsqueeze(-1)) / range_m
+    rel_yaw = pick(yaw) - ego_yaw.unsqueeze(-1)
+    rel_vel_w = pick(vel_xy) - ego_vel.unsqueeze(-2)
+    c, s = torch.cos(ego_yaw).unsqueeze(-1), torch.sin(ego_yaw).unsqueeze(-1)
     rel_vel = torch.stack(
         (c * rel_vel_w[..., 0] + s * rel_vel_w[..., 1], -s * rel_vel_w[..., 0] + c * rel_vel_w[..., 1]),
         dim=-1,

@@ -14,6 +14,9 @@ Shapes (S scenes, K agents per world, P road points, R route points):
 - ``log_xy``      (S, K, T, 2) logged positions from the spawn on (T = 1 and all invalid when no
   scene has a log); ``log_valid`` (S, K, T); ``expert`` (S, K, T, 2) the actions that follow the
   log through the kinematic tier's inverse (``engines.kinematic.inverse_bicycle``), 0 where unknown.
+- ``replay_*``    non-controlled objects replayed from logs: ``replay_xy`` (S, N, T, 2), ``replay_yaw``
+  (S, N, T), ``replay_vel`` (S, N, T, 2), ``replay_valid`` (S, N, T), ``replay_length``/``replay_width``
+  (S, N); N = 0 when no scene has any.
 
 Scenes with more agent slots than K are truncated to their first K agents; fewer are padded.
 """
@@ -99,6 +102,12 @@ class ScenePool:
     log_xy: torch.Tensor
     log_valid: torch.Tensor
     expert: torch.Tensor
+    replay_xy: torch.Tensor
+    replay_yaw: torch.Tensor
+    replay_vel: torch.Tensor
+    replay_valid: torch.Tensor
+    replay_length: torch.Tensor
+    replay_width: torch.Tensor
 
     @property
     def num_scenes(self) -> int:
@@ -156,6 +165,7 @@ def build_pool(
 
     route_s, route_end_s = _route_arclength(route_xy, route_valid)
     log_xy, log_valid, expert = _logs(scenes, k, vehicle or VehicleParams(), dt_s)
+    replay = _replays(scenes, dt_s)
     grids = GridStack.from_grids([build_drivable_grid(sc.roadgraph) for sc in scenes], device=device)
     return ScenePool(
         scenes=tuple(scenes),
@@ -178,6 +188,7 @@ def build_pool(
         log_xy=t(log_xy),
         log_valid=t(log_valid),
         expert=t(expert),
+        **{name: t(value) for name, value in replay.items()},
     )
 
 
@@ -215,3 +226,35 @@ def _logs(
         actions, _ = inverse_bicycle(log.yaw[:n], log.speed[:n], log.valid[:n], dt_s, vehicle)
         expert[i, :n, :t] = actions
     return xy, valid, expert
+
+
+def _replays(scenes: Sequence[Scene], dt_s: float) -> dict[str, np.ndarray]:
+    """Padded replayed objects of every scene (see the module docstring)."""
+    reps = [sc.replay for sc in scenes if sc.replay is not None]
+    n = max([r.num_objects for r in reps] + [0])
+    steps = max([r.valid.shape[1] for r in reps] + [1])
+    s_n = len(scenes)
+    out = {
+        "replay_xy": np.zeros((s_n, n, steps, 2)),
+        "replay_yaw": np.zeros((s_n, n, steps)),
+        "replay_vel": np.zeros((s_n, n, steps, 2)),
+        "replay_valid": np.zeros((s_n, n, steps), dtype=bool),
+        "replay_length": np.full((s_n, n), 4.5),
+        "replay_width": np.full((s_n, n), 1.9),
+    }
+    for i, sc in enumerate(scenes):
+        rep = sc.replay
+        if rep is None or rep.num_objects == 0:
+            continue
+        if abs(rep.dt_s - dt_s) > 1e-9:
+            raise ValueError(
+                f"scene '{sc.name}': replay step {rep.dt_s} s differs from the policy step {dt_s} s"
+            )
+        m, t = rep.num_objects, rep.valid.shape[1]
+        out["replay_xy"][i, :m, :t] = rep.xy
+        out["replay_yaw"][i, :m, :t] = rep.yaw
+        out["replay_vel"][i, :m, :t] = rep.vel_xy
+        out["replay_valid"][i, :m, :t] = rep.valid
+        out["replay_length"][i, :m] = rep.length_m
+        out["replay_width"][i, :m] = rep.width_m
+    return out
