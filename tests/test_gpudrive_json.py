@@ -217,6 +217,8 @@ def _set(path: list[Any], value: Any) -> Any:
         (_set(["roads", 6, "geometry"], []), "roads[6].geometry: expected exactly 1 point"),
         (_set(["roads", 1, "id"], 100), "roads[1].id: expected a unique map feature id"),
         (_set(["objects", 2, "type"], "truck"), "objects[2].type: expected one of"),
+        (_set(["objects", 2, "id"], 1001), "objects[2].id: expected a unique track id, got 1001 again"),
+        (_set(["tl_states", "lane7"], {}), "tl_states['lane7']: expected the key to be a lane id"),
         (_set(["objects", 0, "valid", 3], 1), "objects[0].valid[3]: expected true or false"),
         (_set(["objects", 0, "heading", 12], 90.0), "objects[0].heading[12]: expected radians"),
         (_set(["objects", 0, "position", 12], _p(BAD, BAD, BAD)), "objects[0].position[12]: holds the"),

@@ -35,6 +35,10 @@ def test_convert_two_shards_with_workers_then_train_and_expert_eval(tmp_path: Pa
     args = ["eval", "drive", "--policy", "expert", "--scenes", str(out / "json"), "--agents", "3"]
     assert main([*args, "--out", str(m_out)]) == 0
     assert json.loads((m_out / "metrics.json").read_text())["episodes_with_log"] == 9
+    gif = tmp_path / "converted.gif"
+    render = ["render", "drive", "--policy", "expert", "--scenes", str(out / "json"), "--agents", "3"]
+    assert main([*render, "--panels", "2", "--out", str(gif)]) == 0
+    assert gif.read_bytes()[:6] == b"GIF89a"
     run = tmp_path / "run"
     train = ["train", "drive", "--worlds", "2", "--agents", "2", "--iterations", "1"]
     assert main([*train, "--scenes", str(out / "json"), "--out", str(run)]) == 0

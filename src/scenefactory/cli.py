@@ -145,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument("--policy-hz", type=_rate, default=10.0, help="policy (control) rate [Hz]")
             t.add_argument("--out", type=Path, required=True)
         else:
-            t.add_argument("--checkpoint", type=Path, required=True)
+            t.add_argument("--checkpoint", type=Path, default=None)
+            t.add_argument("--policy", choices=("checkpoint", "expert"), default="checkpoint")
+            t.add_argument("--agents", type=_positive, default=8, help="agents per world for --policy expert")
             t.add_argument("--panels", type=_positive, default=4, help="scenes shown side by side (1-4)")
             t.add_argument("--scenes", type=Path, default=None, help="render scenes of this folder")
             t.add_argument("--out", type=Path, required=True)
@@ -237,8 +239,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         return 0 if result["passed"] else 1
     elif args.command == "render":
+        if args.policy == "checkpoint" and args.checkpoint is None:
+            raise UserError("render drive needs --checkpoint PATH (or --policy expert with --scenes DIR)")
+        ckpt = None if args.policy == "expert" else args.checkpoint
         path = drive.render(
-            args.checkpoint, args.engine, args.out, args.seed, args.panels, args.physics_hz, args.scenes
+            ckpt, args.engine, args.out, args.seed, args.panels, args.physics_hz, args.scenes, args.agents
         )
         print(f"video: {path}")
     return 0

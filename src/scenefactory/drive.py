@@ -204,24 +204,35 @@ def evaluate_checkpoint(
 
 
 def render(
-    checkpoint: str | Path,
+    checkpoint: str | Path | None,
     engine: str,
     out: Path,
     seed: int,
     panels: int = 4,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     scenes_dir: Path | None = None,
+    agents: int = 8,
 ) -> Path:
-    """Top-down GIF of the policy on ``panels`` held-out scenes (one of each kind first)."""
+    """Top-down GIF of the policy on ``panels`` held-out scenes (one of each kind first); with no
+    checkpoint, the scenes' logged drivers (expert actions) drive, to check a converted scene."""
     if not 1 <= panels <= 4:
         raise UserError(f"--panels must be between 1 and 4, got {panels}")
     if out.suffix.lower() != ".gif":
         raise UserError(f"--out must name a .gif file, got '{out}'")
-    policy = load_policy(checkpoint)
-    scenes = eval_scenes(panels, policy.task_cfg.agents_per_world, seed + 7, scenes_dir)
-    records = record_episodes(
-        policy.act, policy.task_cfg, scenes, engine=engine, seed=seed, physics_hz=physics_hz
-    )
+    if checkpoint is None:
+        from scenefactory.evaluation.rollout import EXPERT
+
+        if scenes_dir is None:
+            raise UserError("render drive needs --checkpoint PATH, or --policy expert with --scenes DIR")
+        task = DrivingTaskConfig(agents_per_world=agents)
+        scenes = eval_scenes(panels, agents, seed, scenes_dir)
+        records = record_episodes(EXPERT, task, scenes, engine=engine, seed=seed, physics_hz=physics_hz)
+    else:
+        policy = load_policy(checkpoint)
+        scenes = eval_scenes(panels, policy.task_cfg.agents_per_world, seed + 7, scenes_dir)
+        records = record_episodes(
+            policy.act, policy.task_cfg, scenes, engine=engine, seed=seed, physics_hz=physics_hz
+        )
     records = [replace(r, title=f"{r.title} ({engine})") for r in records]
     return render_episodes_gif(records, out)
 

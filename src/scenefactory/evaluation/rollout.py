@@ -109,15 +109,27 @@ def record_episodes(
     records = []
     for wi in range(w):
         t_end = int(length[wi]) + 1
+        scene = scenes[wi]
+        ks, n = scene.max_agents, min(scene.max_agents, env.agents_per_world)
+
+        def column(i: int, wi: int = wi, t_end: int = t_end, ks: int = ks, n: int = n) -> np.ndarray:
+            # the scene's agent slots (T, ks, ...): simulated ones first, the rest (beyond K) empty
+            arr = np.stack([f[i][wi] for f in frames[:t_end]])
+            out = np.zeros((arr.shape[0], ks, *arr.shape[2:]), dtype=arr.dtype)
+            out[:, :n] = arr[:, :n]
+            return out
+
+        if ks > n:  # agents the world had no slot for are not drawn
+            scene = replace(scene, agent_valid=scene.agent_valid & (np.arange(ks) < n))
         records.append(
             EpisodeRecord(
-                scene=scenes[wi],
-                pos_xy=np.stack([f[0][wi] for f in frames[:t_end]]),
-                yaw=np.stack([f[1][wi] for f in frames[:t_end]]),
-                speed=np.stack([f[2][wi] for f in frames[:t_end]]),
-                status=np.stack([f[3][wi] for f in frames[:t_end]]),
+                scene=scene,
+                pos_xy=column(0),
+                yaw=column(1),
+                speed=column(2),
+                status=column(3),
                 dt_s=cfg.dt_s,
-                title=scenes[wi].name,
+                title=scene.name,
             )
         )
     return records

@@ -1,4 +1,5 @@
-"""Bulk conversion of WOMD scenario shards into scene files, one worker process per shard.
+"""Bulk conversion of WOMD scenario shards (TFRecord, or GPUDrive/Nocturne ``*.json`` files) into
+scene files, one worker process per input file.
 
 Each shard is read record by record (never whole). Every scenario that converts is written
 atomically as ``<out>/json/<scenario_id>.json`` (plus ``mjcf/*.xml`` and ``usd/*.usda`` when those
@@ -20,10 +21,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from scenefactory.errors import UserError
+from scenefactory.errors import SceneFormatError, UserError
 from scenefactory.io import write_json
 from scenefactory.scenes.scene import Scene, save_scene
 from scenefactory.scenes.womd.convert import ScenarioConversionError, scenario_to_scene
+from scenefactory.scenes.womd.gpudrive_json import iter_json_scenarios
 from scenefactory.scenes.womd.reader import iter_scenarios
 from scenefactory.scenes.womd.tfrecord import CorruptRecordError
 
@@ -40,7 +42,9 @@ def expand_inputs(patterns: Sequence[str]) -> list[Path]:
         for m in matches:
             p = Path(m)
             if not p.is_file():
-                raise UserError(f"input '{m}' is not a file (expected WOMD scenario TFRecord shards)")
+                raise UserError(
+                    f"input '{m}' is not a file (expected WOMD scenario TFRecord shards or GPUDrive JSON scenario files)"
+                )
             files.add(p)
     return sorted(files)
 
@@ -76,8 +80,9 @@ def _write(scene: Scene, out: Path, formats: Sequence[str]) -> list[str]:
 def convert_shard(path: str, out: str, formats: Sequence[str], max_agents: int) -> dict[str, Any]:
     """Convert every scenario of one shard (runs in a worker process); returns its report."""
     report: dict[str, Any] = {"file": path, "read": 0, "converted": [], "skipped": [], "corrupt": None}
+    read = iter_json_scenarios if path.lower().endswith(".json") else iter_scenarios
     try:
-        for index, offset, scenario in iter_scenarios(path):
+        for index, offset, scenario in read(path):
             report["read"] += 1
             try:
                 scene, conv = scenario_to_scene(scenario, max_agents=max_agents)
@@ -88,7 +93,7 @@ def convert_shard(path: str, out: str, formats: Sequence[str], max_agents: int) 
             report["converted"].append(
                 {"scenario_id": scene.name, "record": index, "files": files, "report": asdict(conv)}
             )
-    except CorruptRecordError as exc:
+    except (CorruptRecordError, SceneFormatError) as exc:
         report["corrupt"] = str(exc)
     return report
 

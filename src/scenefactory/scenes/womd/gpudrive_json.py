@@ -84,6 +84,8 @@ INVALID_SENTINEL = -10000.0
 LANE_LINK_TOLERANCE_M = 0.5
 """Largest gap [m] between one lane's last point and the next lane's first point to link them."""
 
+_LINK_CHUNK = 512
+
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -234,7 +236,7 @@ def _track(r: _Reader, value: Any, path: str) -> Track:
         if abs(heading) > 2.0 * math.pi + 1e-6:
             r.fail(
                 f"{path}.heading[{t}]",
-                f"expected radians in [-pi, pi], got {heading} (degrees, as older Nocturne files hold?)",
+                f"expected radians (within ±2π), got {heading}: degrees, as older Nocturne files hold?",
             )
         track.states.add(
             center_x=x,
@@ -290,10 +292,9 @@ def _signals(r: _Reader, value: Any, scenario: Scenario) -> None:
     states = [scenario.dynamic_map_states.add() for _ in range(STEPS)]
     for key, entry in r.obj(value, "tl_states").items():
         path = f"tl_states[{key!r}]"
-        try:
-            lane = int(key)
-        except ValueError:
+        if not key.lstrip("-").isdigit():
             r.fail(path, "expected the key to be a lane id (an integer)")
+        lane = r.integer(int(key), path, *_INT64)
         r.obj(entry, path)
         cols = {
             k: r.array(r.get(entry, k, path), f"{path}.{k}") for k in ("state", "x", "y", "z", "time_index")
@@ -336,18 +337,22 @@ def infer_lane_links(scenario: Scenario, tolerance_m: float = LANE_LINK_TOLERANC
     """
     lanes = [f for f in scenario.map_features if f.HasField("lane") and len(f.lane.polyline) >= 2]
     polys = [np.array([[p.x, p.y, p.z] for p in f.lane.polyline]) for f in lanes]
-    ends_dir = [_direction(p, last=True) for p in polys]
-    starts_dir = [_direction(p, last=False) for p in polys]
-    ok = [i for i in range(len(lanes)) if ends_dir[i] is not None]
+    dirs = [(_direction(p, last=True), _direction(p, last=False)) for p in polys]
+    ok = [i for i, (end_dir, _) in enumerate(dirs) if end_dir is not None]
+    end_dirs = np.array([dirs[i][0] for i in ok])  # a lane with one non-degenerate segment has both
+    start_dirs = np.array([dirs[i][1] for i in ok])
     if len(ok) < 2:
         return 0
     ends = np.array([polys[i][-1] for i in ok])
     starts = np.array([polys[i][0] for i in ok])
-    dist = np.linalg.norm(ends[:, None, :] - starts[None, :, :], axis=2)
+    pairs: list[tuple[int, int]] = []
+    for a0 in range(0, len(ok), _LINK_CHUNK):  # row chunks keep memory at _LINK_CHUNK × lanes
+        d2 = sum((ends[a0 : a0 + _LINK_CHUNK, None, k] - starts[None, :, k]) ** 2 for k in range(3))
+        pairs.extend((a0 + int(a), int(b)) for a, b in zip(*np.nonzero(d2 <= tolerance_m**2), strict=True))
     added = 0
-    for a, b in zip(*np.nonzero(dist <= tolerance_m), strict=True):
+    for a, b in pairs:
         i, j = ok[a], ok[b]
-        if i == j or float(np.dot(ends_dir[i], starts_dir[j])) <= 0.0:
+        if i == j or float(np.dot(end_dirs[a], start_dirs[b])) <= 0.0:
             continue
         src, dst = lanes[i], lanes[j]
         if dst.id not in src.lane.exit_lanes:
