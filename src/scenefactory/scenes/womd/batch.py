@@ -43,7 +43,7 @@ def expand_inputs(patterns: Sequence[str]) -> list[Path]:
             p = Path(m)
             if not p.is_file():
                 raise UserError(
-                    f"input '{m}' is not a file (expected WOMD scenario TFRecord shards or GPUDrive JSON scenario files)"
+                    f"input {m!r} is not a file (expected WOMD TFRecord shards or GPUDrive JSON scenarios)"
                 )
             files.add(p)
     return sorted(files)
