@@ -87,3 +87,22 @@ def test_convert_to_mjcf_and_usd_that_load_and_carry_friction(tmp_path: Path) ->
     assert abs(api.GetDynamicFrictionAttr().Get() - scene.friction) < 1e-6
     assert any(p.IsA(UsdPhysics.Scene) for p in stage.Traverse())
     assert UsdShade.Material(mats[0]) is not None
+
+
+def test_convert_on_a_local_ray_instance(tmp_path: Path) -> None:
+    """--ray ADDRESS runs the same conversion as Ray tasks (a local instance stands in for a cluster)."""
+    import ray
+
+    _shards(tmp_path / "in")
+    ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        address = ctx.address_info["gcs_address"]
+        out = tmp_path / "out"
+        assert (
+            main(["convert", str(tmp_path / "in" / "*.tfrecord"), "--out", str(out), "--ray", address]) == 0
+        )
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["converted"] == 4 and summary["scenarios_read"] == 5
+        assert sorted(json.loads((out / "index.json").read_text())["scenes"]) == ["a0", "a1", "a2", "b0"]
+    finally:
+        ray.shutdown()

@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--workers", type=_positive, default=1, help="worker processes (one shard each)")
     c.add_argument("--max-agents", type=_positive, default=32, help="controlled agents per scene")
     c.add_argument("--skip-bad", action="store_true", help="exit 0 even if some input was corrupt")
+    c.add_argument("--ray", default=None, metavar="ADDRESS", help="run on an existing Ray cluster")
 
     x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
     xt = x.add_subparsers(dest="task", required=True)
@@ -222,7 +223,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
     elif args.command == "convert":
-        summary = drive.convert(args.inputs, args.out, args.format, args.workers, args.max_agents)
+        summary = drive.convert(args.inputs, args.out, args.format, args.workers, args.max_agents, args.ray)
         print(json.dumps({k: summary[k] for k in ("files", "scenarios_read", "converted")}))
         skipped, corrupt = len(summary["skipped"]), len(summary["corrupt"])
         print(f"skipped {skipped}, corrupt {corrupt}: {args.out / 'summary.json'}")

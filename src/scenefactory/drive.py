@@ -391,7 +391,9 @@ def evaluate_expert(
     return metrics
 
 
-def convert(inputs: list[str], out: Path, formats: str, workers: int, max_agents: int) -> dict[str, Any]:
+def convert(
+    inputs: list[str], out: Path, formats: str, workers: int, max_agents: int, ray_address: str | None = None
+) -> dict[str, Any]:
     """``scenefactory convert``: WOMD shards → scene files, with a progress bar over shards."""
     from scenefactory.scenes.womd.batch import convert_files, expand_inputs, parse_formats
 
@@ -406,4 +408,4 @@ def convert(inputs: list[str], out: Path, formats: str, workers: int, max_agents
             done[1] += len(rep["converted"])
             bar.update(job, completed=done[0], info=f"{done[1]} scenes")
 
-        return convert_files(inputs, out, fmts, workers, max_agents, on_shard)
+        return convert_files(inputs, out, fmts, workers, max_agents, on_shard, ray_address)

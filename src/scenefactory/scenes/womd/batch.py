@@ -98,6 +98,31 @@ def convert_shard(path: str, out: str, formats: Sequence[str], max_agents: int) 
     return report
 
 
+def _convert_on_ray(
+    args: list[tuple[str, str, tuple[str, ...], int]],
+    address: str,
+    on_shard: Callable[[dict[str, Any]], None] | None,
+) -> list[dict[str, Any]]:
+    """One Ray task per shard on the cluster at ``address``; reports in completion order."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise UserError("--ray needs the ray package: pip install 'scenefactory[ray]'") from exc
+    try:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UserError(f"--ray {address!r}: cannot connect to a Ray cluster there ({exc})") from exc
+    task = ray.remote(convert_shard)
+    pending = [task.remote(*a) for a in args]
+    reports: list[dict[str, Any]] = []
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        reports.append(ray.get(done[0]))
+        if on_shard is not None:
+            on_shard(reports[-1])
+    return reports
+
+
 def convert_files(
     inputs: Sequence[str],
     out: Path,
@@ -105,13 +130,18 @@ def convert_files(
     workers: int = 1,
     max_agents: int = 32,
     on_shard: Callable[[dict[str, Any]], None] | None = None,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
-    """Convert shards in parallel; writes ``index.json`` and ``summary.json``; returns the summary."""
+    """Convert shards in parallel — local worker processes, or the tasks of an existing Ray cluster
+    at ``ray_address`` (inputs and ``out`` must then be on a filesystem every node sees); writes
+    ``index.json`` and ``summary.json``; returns the summary."""
     files = expand_inputs(inputs)
     out.mkdir(parents=True, exist_ok=True)
     reports: list[dict[str, Any]] = []
-    args = [(str(f), str(out), tuple(formats), max_agents) for f in files]
-    if workers <= 1 or len(files) == 1:
+    args = [(str(f.resolve()), str(out.resolve()), tuple(formats), max_agents) for f in files]
+    if ray_address is not None:
+        reports = _convert_on_ray(args, ray_address, on_shard)
+    elif workers <= 1 or len(files) == 1:
         for a in args:
             reports.append(convert_shard(*a))
             if on_shard is not None:
