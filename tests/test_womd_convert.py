@@ -96,3 +96,16 @@ def test_other_objects_are_replayed_and_round_trip(tmp_path: Path) -> None:
     assert back is not None
     for name in ("xy", "yaw", "vel_xy", "valid", "length_m", "width_m", "kind"):
         assert np.array_equal(getattr(back, name), getattr(rep, name))
+
+
+def test_markings_are_carried_and_round_trip(tmp_path: Path) -> None:
+    scene, _ = scenario_to_scene(make_scenario("s7", 2))
+    rg = scene.roadgraph
+    assert len(rg.crosswalks()) == 1 and len(rg.speed_bumps()) == 1 and rg.stop_sign_xy.shape == (1, 2)
+    origin = np.array(scene.params["origin_xy"])
+    np.testing.assert_allclose(rg.stop_sign_xy[0], np.array([30.0, -4.0]) - origin)
+    assert rg.crosswalks()[0].shape == (4, 2)
+    save_scene(scene, tmp_path / "s7.json")
+    back = load_scene(tmp_path / "s7.json").roadgraph
+    for name in ("crosswalk_xy", "crosswalk_valid", "speed_bump_xy", "speed_bump_valid", "stop_sign_xy"):
+        assert np.array_equal(getattr(back, name), getattr(rg, name))

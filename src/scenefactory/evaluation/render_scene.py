@@ -189,6 +189,23 @@ def _fit_aspect(ext: tuple[float, float, float, float], aspect: float) -> tuple[
 # ---------------------------------------------------------------------------------------- drawing
 
 
+def _draw_markings(ax: Axes, rg: RoadGraph) -> None:
+    """Crosswalks (white, hatched), speed bumps (amber) and stop signs (red octagons)."""
+    cws = [p for p in rg.crosswalks() if len(p) >= 3]
+    if cws:
+        ax.add_collection(
+            PolyCollection(
+                cws, facecolors="#f4f4f4", edgecolors="#bbbbbb", hatch="////", linewidths=0.4, zorder=2
+            )
+        )
+    bumps = [p for p in rg.speed_bumps() if len(p) >= 3]
+    if bumps:
+        ax.add_collection(PolyCollection(bumps, facecolors="#e0a030", edgecolors="none", alpha=0.8, zorder=2))
+    if len(rg.stop_sign_xy):
+        xs, ys = rg.stop_sign_xy[:, 0], rg.stop_sign_xy[:, 1]
+        ax.scatter(xs, ys, marker="8", s=40, c="#c62828", edgecolors="white", linewidths=0.6, zorder=3)
+
+
 def _draw_roadgraph(ax: Axes, rg: RoadGraph) -> None:
     polys = []
     for i in range(rg.num_lanes):
@@ -200,6 +217,7 @@ def _draw_roadgraph(ax: Axes, rg: RoadGraph) -> None:
     ax.add_collection(
         PolyCollection(polys, facecolors=_ROAD, edgecolors=_ROAD, linewidths=0.6, zorder=1, antialiased=True)
     )
+    _draw_markings(ax, rg)
     ax.add_collection(
         LineCollection(
             [_dedupe(p) for p in rg.lanes()],

@@ -12,12 +12,15 @@ Shapes (L lanes, N road lines, M road edges, P points per polyline, E max connec
 - ``lane_exit``      (L, E) int64, indices of lanes this lane leads into, -1 padded.
 - ``line_xy``/``line_valid``/``line_type``  road lines (painted markings), WOMD ``RoadLine.Type`` codes.
 - ``edge_xy``/``edge_valid``/``edge_type``  road edges (kerbs, medians), WOMD ``RoadEdge.Type`` codes.
+- ``crosswalk_xy``/``crosswalk_valid`` (C, Q, 2)/(C, Q) and ``speed_bump_xy``/``speed_bump_valid``
+  polygons; ``stop_sign_xy`` (S, 2) positions. Optional (empty by default): procedural scenes have
+  none, converted WOMD scenes carry them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
@@ -97,6 +100,11 @@ class RoadGraph:
     edge_xy: np.ndarray
     edge_valid: np.ndarray
     edge_type: np.ndarray
+    crosswalk_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, 2)))
+    crosswalk_valid: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=bool))
+    speed_bump_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, 2)))
+    speed_bump_valid: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=bool))
+    stop_sign_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
 
     def __post_init__(self) -> None:
         """Check shapes and connectivity once, at construction (fail loudly, never later)."""
@@ -114,6 +122,10 @@ class RoadGraph:
             xy, valid, kind = (getattr(self, f"{prefix}_{k}") for k in ("xy", "valid", "type"))
             _check(xy.shape[:2] == valid.shape and xy.shape[-1] == 2, f"{prefix}_xy shape {xy.shape}")
             _check(kind.shape == (valid.shape[0],), f"{prefix}_type shape {kind.shape}")
+        for prefix in ("crosswalk", "speed_bump"):
+            xy, valid = getattr(self, f"{prefix}_xy"), getattr(self, f"{prefix}_valid")
+            _check(xy.ndim == 3 and xy.shape[:2] == valid.shape and xy.shape[-1] == 2, f"{prefix}_xy shape")
+        _check(self.stop_sign_xy.ndim == 2 and self.stop_sign_xy.shape[-1] == 2, "stop_sign_xy shape")
         widths = self.lane_width_m[self.lane_valid]
         _check(bool(np.all(widths > 0.0)), "lane widths must be positive")
         _check(bool(np.all(self.lane_valid.sum(axis=1) >= 2)), "every lane needs at least 2 valid points")
@@ -179,6 +191,31 @@ class RoadGraph:
     def entries(self, i: int) -> list[int]:
         """Lanes that lead into lane ``i``."""
         return [int(j) for j in self.lane_entry[i] if j >= 0]
+
+    def crosswalks(self) -> list[np.ndarray]:
+        """Crosswalk polygons as ragged ``[(n_i, 2)]``."""
+        return _unpad(self.crosswalk_xy, self.crosswalk_valid)
+
+    def speed_bumps(self) -> list[np.ndarray]:
+        """Speed-bump polygons as ragged ``[(n_i, 2)]``."""
+        return _unpad(self.speed_bump_xy, self.speed_bump_valid)
+
+    def with_markings(
+        self, crosswalks: Sequence[np.ndarray], speed_bumps: Sequence[np.ndarray], stop_signs: np.ndarray
+    ) -> RoadGraph:
+        """A copy carrying crosswalk and speed-bump polygons and stop-sign positions (S, 2)."""
+        from dataclasses import replace
+
+        cw_xy, cw_valid = pad_polylines(crosswalks)
+        sb_xy, sb_valid = pad_polylines(speed_bumps)
+        return replace(
+            self,
+            crosswalk_xy=cw_xy,
+            crosswalk_valid=cw_valid,
+            speed_bump_xy=sb_xy,
+            speed_bump_valid=sb_valid,
+            stop_sign_xy=np.asarray(stop_signs, dtype=np.float64).reshape(-1, 2),
+        )
 
     def bounds(self) -> tuple[float, float, float, float]:
         """``(xmin, ymin, xmax, ymax)`` over every valid point of lanes, lines and edges."""

@@ -262,6 +262,9 @@ def scene_to_dict(scene: Scene) -> dict[str, Any]:
             "road_edges": [
                 {"type": int(t), "xy": _xy_list(p)} for t, p in zip(rg.edge_type, rg.edges(), strict=True)
             ],
+            "crosswalks": [_xy_list(p) for p in rg.crosswalks()],
+            "speed_bumps": [_xy_list(p) for p in rg.speed_bumps()],
+            "stop_signs": _xy_list(rg.stop_sign_xy),
         },
         "agents": agents,
         **({"log": _log_to_dict(scene)} if scene.log is not None else {}),
@@ -477,6 +480,15 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         roadgraph = RoadGraph.from_lists(
             lanes, widths, entries, exits, *polys["road_lines"], *polys["road_edges"]
         )
+        marks = {}
+        for key in ("crosswalks", "speed_bumps"):
+            items = rgd.get(key, [])
+            if not isinstance(items, list):
+                raise r.fail(f"roadgraph.{key}", "a list of polygons", items)
+            marks[key] = [r.xy(p, f"roadgraph.{key}[{j}]") for j, p in enumerate(items)]
+        signs = rgd.get("stop_signs", [])
+        stop_xy = r.xy(signs, "roadgraph.stop_signs", min_points=0) if signs else np.zeros((0, 2))
+        roadgraph = roadgraph.with_markings(marks["crosswalks"], marks["speed_bumps"], stop_xy)
     except RoadGraphError as exc:
         raise SceneFormatError(f"{source}: {exc}") from exc
 

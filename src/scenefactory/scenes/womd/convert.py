@@ -18,11 +18,11 @@
   log divergence).
 - **Road condition.** WOMD carries no weather: scenes get ``condition`` (dry asphalt by default).
 
+- **Markings.** Crosswalk and speed-bump polygons and stop-sign positions go into the road graph.
 - **Log playback.** The other objects (vehicles, pedestrians, cyclists; up to ``max_replay``,
   nearest first) become the scene's :class:`ReplayLog`: they move along their logs, and the
   controlled agents must avoid them.
 
-Crosswalks, stop signs and speed bumps are not carried into the scene yet; the report counts them.
 """
 
 from __future__ import annotations
@@ -176,6 +176,12 @@ def _roadgraph(scenario: Scenario, origin: np.ndarray) -> tuple[RoadGraph, dict[
         entries.append([index[i] for i in f.lane.entry_lanes if i in index])
         exits.append([index[i] for i in f.lane.exit_lanes if i in index])
     rg = RoadGraph.from_lists(lanes, widths, entries, exits, lines, line_types, edges, edge_types)
+    crosswalks = [_xy(f.crosswalk.polygon, origin) for f in scenario.map_features if f.HasField("crosswalk")]
+    bumps = [_xy(f.speed_bump.polygon, origin) for f in scenario.map_features if f.HasField("speed_bump")]
+    signs = [_xy([f.stop_sign.position], origin)[0] for f in scenario.map_features if f.HasField("stop_sign")]
+    rg = rg.with_markings(
+        [p for p in crosswalks if len(p)], [p for p in bumps if len(p)], np.array(signs).reshape(-1, 2)
+    )
     return rg, counts
 
 
