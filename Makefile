@@ -43,6 +43,8 @@ proto: venv
 	$(PY) -m pip install --quiet --no-warn-conflicts --upgrade --target $(PROTOC_TOOLS) grpcio-tools==1.63.2
 	PYTHONPATH=$(PROTOC_TOOLS) $(PY) -m grpc_tools.protoc -I $(WOMD_PROTO_DIR) \
 		--python_out=$(WOMD_PROTO_DIR) --pyi_out=$(WOMD_PROTO_DIR) scenario.proto
+	PYTHONPATH=$(PROTOC_TOOLS) $(PY) -m grpc_tools.protoc -I $(WOMD_PROTO_DIR) \
+		--python_out=$(WOMD_PROTO_DIR) --pyi_out=$(WOMD_PROTO_DIR) example.proto
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -106,3 +106,14 @@ def test_convert_on_a_local_ray_instance(tmp_path: Path) -> None:
         assert sorted(json.loads((out / "index.json").read_text())["scenes"]) == ["a0", "a1", "a2", "b0"]
     finally:
         ray.shutdown()
+
+
+def test_convert_reads_the_tf_example_flavour(tmp_path: Path) -> None:
+    from test_tf_example import make_example
+
+    shard = tmp_path / "ex.tfrecord"
+    write_records(shard, [make_example(f"ex{i}").SerializeToString() for i in range(2)])
+    out = tmp_path / "out"
+    assert main(["convert", str(shard), "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenarios_read"] == 2 and summary["converted"] == 2

@@ -1,4 +1,5 @@
-"""Bulk conversion of WOMD scenario shards (TFRecord, or GPUDrive/Nocturne ``*.json`` files) into
+"""Bulk conversion of WOMD scenario shards (TFRecord of ``Scenario`` or flat ``tf.train.Example``
+records — the flavour is read off the first record — or GPUDrive/Nocturne ``*.json`` files) into
 scene files, one worker process per input file.
 
 Each shard is read record by record (never whole). Every scenario that converts is written
@@ -26,7 +27,7 @@ from scenefactory.io import write_json
 from scenefactory.scenes.scene import Scene, save_scene
 from scenefactory.scenes.womd.convert import ScenarioConversionError, scenario_to_scene
 from scenefactory.scenes.womd.gpudrive_json import iter_json_scenarios
-from scenefactory.scenes.womd.reader import iter_scenarios
+from scenefactory.scenes.womd.tf_example import iter_womd_scenarios
 from scenefactory.scenes.womd.tfrecord import CorruptRecordError
 
 FORMATS = ("json", "mjcf", "usd")
@@ -80,7 +81,7 @@ def _write(scene: Scene, out: Path, formats: Sequence[str]) -> list[str]:
 def convert_shard(path: str, out: str, formats: Sequence[str], max_agents: int) -> dict[str, Any]:
     """Convert every scenario of one shard (runs in a worker process); returns its report."""
     report: dict[str, Any] = {"file": path, "read": 0, "converted": [], "skipped": [], "corrupt": None}
-    read = iter_json_scenarios if path.lower().endswith(".json") else iter_scenarios
+    read = iter_json_scenarios if path.lower().endswith(".json") else iter_womd_scenarios
     try:
         for index, offset, scenario in read(path):
             report["read"] += 1
