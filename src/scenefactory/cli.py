@@ -90,6 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--skip-bad", action="store_true", help="exit 0 even if some input was corrupt")
     c.add_argument("--ray", default=None, metavar="ADDRESS", help="run on an existing Ray cluster")
 
+    col = sub.add_parser("collect", help="record transition datasets for learned dynamics")
+    colt = col.add_subparsers(dest="task", required=True)
+    cd = colt.add_parser("drive", help="transitions of driving agents under a policy mix")
+    cd.add_argument("--engine", type=_engine, default="mujoco", help=ENGINE_HELP)
+    cd.add_argument("--worlds", type=_positive, default=32)
+    cd.add_argument("--agents", type=_positive, default=4)
+    cd.add_argument("--steps", type=_positive, default=200, help="policy steps to record")
+    cd.add_argument("--checkpoint", type=Path, default=None, help="trained policy for the mix (optional)")
+    cd.add_argument("--seed", type=int, default=0)
+    cd.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
+    cd.add_argument("--out", type=Path, required=True)
+
     x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
     xt = x.add_subparsers(dest="task", required=True)
     xx = xt.add_parser("transfer", help="2x2 table: train kinematic/mujoco x evaluate kinematic/mujoco")
@@ -230,6 +242,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         for problem in summary["corrupt"]:
             print(f"scenefactory: corrupt input: {problem}", file=sys.stderr)
         return 1 if summary["corrupt"] and not args.skip_bad else 0
+    elif args.command == "collect":
+        meta = drive.collect(args)
+        print(json.dumps({k: meta[k] for k in ("engine", "transitions", "shards", "policies_used")}))
     elif args.command == "experiment":
         drive.experiment_transfer(dict(args.checkpoint), args.episodes, args.seed, args.iterations, args.out)
         print(f"transfer table: {args.out / 'transfer.md'}")

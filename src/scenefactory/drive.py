@@ -409,3 +409,22 @@ def convert(
             bar.update(job, completed=done[0], info=f"{done[1]} scenes")
 
         return convert_files(inputs, out, fmts, workers, max_agents, on_shard, ray_address)
+
+
+def collect(args: Any) -> dict[str, Any]:
+    """``scenefactory collect drive``: a transition dataset (see ``grounding.dataset``)."""
+    from scenefactory.grounding.dataset import collect as collect_transitions
+
+    with _progress() as bar:
+        job = bar.add_task(f"collect ({args.engine})", total=args.steps, info="")
+        return collect_transitions(
+            args.out,
+            engine=args.engine,
+            worlds=args.worlds,
+            agents=args.agents,
+            steps=args.steps,
+            seed=args.seed,
+            checkpoint=args.checkpoint,
+            physics_hz=args.physics_hz,
+            progress=lambda done, total: bar.update(job, completed=done),
+        )

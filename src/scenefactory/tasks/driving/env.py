@@ -80,7 +80,9 @@ class StepResult:
     - ``time_out`` (ended by the time limit, not a terminal state: bootstrap its value);
     - ``was_active`` (the sample is a real decision; False for finished agents waiting for their
       world to reset and for padding slots — learners must mask these out);
-    - ``finished`` records of the agent-episodes that ended; ``reset_worlds`` ids reset this step.
+    - ``finished`` records of the agent-episodes that ended; ``reset_worlds`` ids reset this step;
+    - ``state`` the vehicle state right after the dynamics, before any reset (a copy), e.g. for
+      recording transitions.
     """
 
     obs: torch.Tensor
@@ -91,6 +93,7 @@ class StepResult:
     finished: FinishedEpisodes
     reset_worlds: torch.Tensor
     reward_terms: dict[str, torch.Tensor]
+    state: VehicleState
 
 
 class DrivingEnv:
@@ -359,6 +362,7 @@ class DrivingEnv:
         outcome = torch.where(collided, int(AgentStatus.COLLISION), outcome)
         self.status = torch.where(done, outcome, self.status)
         finished = self._finished(done, s_now)
+        post_state = VehicleState(**{k: v.clone() for k, v in vars(st).items()})
         # 6. deactivate and reset
         self.active = was_active & ~done
         world_done = ~self.active.any(-1) | timed_out_world
@@ -377,6 +381,7 @@ class DrivingEnv:
             finished=finished,
             reset_worlds=reset_ids,
             reward_terms=terms,
+            state=post_state,
         )
 
     def _track_log(self, pos_xy: torch.Tensor, was_active: torch.Tensor) -> None:

@@ -1,0 +1,1 @@
+"""Dynamics grounding: transition datasets, learned dynamics, grounded engines."""
