@@ -187,7 +187,7 @@ def test_scenes_folder_for_train_eval_render_and_malformed_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from scenefactory.scenes.library import procedural_scenes
-    from scenefactory.scenes.scene import save_scene
+    from scenefactory.scenes.scene_json import save_scene
 
     folder = tmp_path / "scenes"
     for sc in procedural_scenes("eval", 2, 2, kinds=("straight", "roundabout")):

@@ -12,7 +12,8 @@ from scene_fixtures import straight_scene
 from scenefactory.engines.base import VehicleParams
 from scenefactory.engines.kinematic import KinematicEngine, inverse_bicycle
 from scenefactory.evaluation.rollout import EXPERT, evaluate
-from scenefactory.scenes.scene import AgentLog, Scene, load_scene, save_scene
+from scenefactory.scenes.scene import AgentLog, Scene
+from scenefactory.scenes.scene_json import load_scene, save_scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 

@@ -15,7 +15,8 @@ import pytest
 from scenefactory.errors import SceneFormatError, UserError
 from scenefactory.scenes.library import GENERATOR_KINDS, load_scene_dir
 from scenefactory.scenes.routes import make_procedural_scene
-from scenefactory.scenes.scene import Scene, load_scene, save_scene, scene_to_dict
+from scenefactory.scenes.scene import Scene
+from scenefactory.scenes.scene_json import load_scene, save_scene, scene_to_dict
 
 METADATA = ("name", "surface", "friction", "generator", "seed", "params")
 

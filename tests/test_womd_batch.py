@@ -64,7 +64,7 @@ def test_convert_to_mjcf_and_usd_that_load_and_carry_friction(tmp_path: Path) ->
     import numpy as np
     from pxr import Usd, UsdPhysics, UsdShade
 
-    from scenefactory.scenes.scene import load_scene
+    from scenefactory.scenes.scene_json import load_scene
 
     _shards(tmp_path / "in")
     out = tmp_path / "out"

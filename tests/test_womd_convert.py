@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scenefactory.evaluation.rollout import EXPERT, evaluate
-from scenefactory.scenes.scene import load_scene, save_scene
+from scenefactory.scenes.scene_json import load_scene, save_scene
 from scenefactory.scenes.womd.convert import (
     DEFAULT_LANE_WIDTH_M,
     ScenarioConversionError,

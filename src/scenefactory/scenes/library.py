@@ -15,7 +15,8 @@ from types import MappingProxyType
 from scenefactory.errors import UserError
 from scenefactory.scenes.procedural import GENERATORS
 from scenefactory.scenes.routes import make_procedural_scene
-from scenefactory.scenes.scene import Scene, load_scene
+from scenefactory.scenes.scene import Scene
+from scenefactory.scenes.scene_json import load_scene
 
 GENERATOR_KINDS: tuple[str, ...] = tuple(
     GENERATORS

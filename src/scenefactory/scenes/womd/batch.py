@@ -24,7 +24,8 @@ from typing import Any
 
 from scenefactory.errors import SceneFormatError, UserError
 from scenefactory.io import write_json
-from scenefactory.scenes.scene import Scene, save_scene
+from scenefactory.scenes.scene import Scene
+from scenefactory.scenes.scene_json import save_scene
 from scenefactory.scenes.womd.convert import ScenarioConversionError, scenario_to_scene
 from scenefactory.scenes.womd.gpudrive_json import iter_json_scenarios
 from scenefactory.scenes.womd.tf_example import iter_womd_scenarios
