@@ -48,3 +48,17 @@ def test_collect_with_a_trained_policy_and_bad_input(tmp_path: Path) -> None:
     assert meta["policies_used"] == ["trained", "noisy", "random"]
     with pytest.raises(Exception, match="not a transition dataset"):
         load_transitions(tmp_path)
+
+
+def test_fit_dynamics_cli_reports_model_and_bicycle_baseline(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    args = ["collect", "drive", "--engine", "kinematic", "--worlds", "6", "--agents", "2", "--steps", "40"]
+    assert main([*args, "--out", str(data)]) == 0
+    out = tmp_path / "fit"
+    assert (
+        main(["fit-dynamics", "--data", str(data), "--model", "mlp", "--epochs", "2", "--out", str(out)]) == 0
+    )
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["kinematic_bicycle"]["pos_err_m"] < 1e-4  # the bicycle is exact on kinematic data
+    assert np.isfinite(metrics["model"]["pos_err_m"]) and (out / "model.pt").is_file()
+    assert main(["fit-dynamics", "--data", str(data), "--model", "lstm", "--out", str(out)]) == 2

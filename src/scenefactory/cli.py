@@ -102,6 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     cd.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
     cd.add_argument("--out", type=Path, required=True)
 
+    fd = sub.add_parser("fit-dynamics", help="fit a learned dynamics model to a transition dataset")
+    fd.add_argument("--data", type=Path, required=True, help="folder written by 'collect drive'")
+    fd.add_argument("--model", default="mlp", help="mlp | gru | transformer | residual")
+    fd.add_argument("--history", type=_positive, default=None, help="history length (default per model)")
+    fd.add_argument("--epochs", type=_positive, default=10)
+    fd.add_argument("--seed", type=int, default=0)
+    fd.add_argument("--out", type=Path, required=True)
+
     x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
     xt = x.add_subparsers(dest="task", required=True)
     xx = xt.add_parser("transfer", help="2x2 table: train kinematic/mujoco x evaluate kinematic/mujoco")
@@ -245,6 +253,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif args.command == "collect":
         meta = drive.collect(args)
         print(json.dumps({k: meta[k] for k in ("engine", "transitions", "shards", "policies_used")}))
+    elif args.command == "fit-dynamics":
+        metrics = drive.fit_dynamics_cmd(
+            args.data, args.model, args.history, args.epochs, args.seed, args.out
+        )
+        print(json.dumps({"model": metrics["model"], "kinematic_bicycle": metrics["kinematic_bicycle"]}))
+        print(f"model: {args.out / 'model.pt'}  metrics: {args.out / 'metrics.json'}")
     elif args.command == "experiment":
         drive.experiment_transfer(dict(args.checkpoint), args.episodes, args.seed, args.iterations, args.out)
         print(f"transfer table: {args.out / 'transfer.md'}")

@@ -428,3 +428,24 @@ def collect(args: Any) -> dict[str, Any]:
             physics_hz=args.physics_hz,
             progress=lambda done, total: bar.update(job, completed=done),
         )
+
+
+def fit_dynamics_cmd(
+    data: Path, kind: str, history: int | None, epochs: int, seed: int, out: Path
+) -> dict[str, Any]:
+    """``scenefactory fit-dynamics``: train a dynamics model, report held-out errors vs the bicycle."""
+    from scenefactory.grounding.fit import fit_dynamics
+    from scenefactory.grounding.models import DynamicsModelConfig, model_kind
+
+    cfg = DynamicsModelConfig(kind=model_kind(kind), history_len=history)
+    with _progress() as bar:
+        job = bar.add_task(f"fit-dynamics ({kind})", total=epochs, info="")
+        result = fit_dynamics(
+            data,
+            cfg,
+            out,
+            epochs=epochs,
+            seed=seed,
+            progress=lambda e, n, loss: bar.update(job, completed=e, info=f"loss {loss:.4f}"),
+        )
+    return result.metrics
