@@ -62,3 +62,65 @@ def test_fit_dynamics_cli_reports_model_and_bicycle_baseline(tmp_path: Path) -> 
     assert metrics["kinematic_bicycle"]["pos_err_m"] < 1e-4  # the bicycle is exact on kinematic data
     assert np.isfinite(metrics["model"]["pos_err_m"]) and (out / "model.pt").is_file()
     assert main(["fit-dynamics", "--data", str(data), "--model", "lstm", "--out", str(out)]) == 2
+
+
+def test_learned_engine_runs_train_eval_bench(tmp_path: Path) -> None:
+    """A fitted residual model (near-exact on kinematic data) drives the task as --engine learned."""
+    import torch
+
+    from scenefactory.engines import make_engine
+
+    data = tmp_path / "data"
+    args = ["collect", "drive", "--engine", "kinematic", "--worlds", "6", "--agents", "2", "--steps", "40"]
+    assert main([*args, "--out", str(data)]) == 0
+    fit = tmp_path / "fit"
+    assert (
+        main(["fit-dynamics", "--data", str(data), "--model", "residual", "--epochs", "1", "--out", str(fit)])
+        == 0
+    )
+    model = str(fit / "model.pt")
+    # the learned tier follows the kinematic tier it was fitted on
+    learned = make_engine("learned", 2, 2, dt=0.1, dynamics_model=model)
+    kin = make_engine("kinematic", 2, 2, dt=0.1)
+    pose = torch.tensor([[[0.0, 0.0, 0.0], [5.0, 3.5, 1.0]]]).expand(2, 2, 3).clone()
+    for eng in (learned, kin):
+        eng.reset(torch.arange(2), pose, torch.full((2, 2), 5.0), torch.ones(2, 2, dtype=torch.bool))
+    act = torch.tensor([0.2, 0.3]).expand(2, 2, 2).clone()
+    on = torch.ones(2, 2, dtype=torch.bool)
+    for _ in range(10):
+        a, b = learned.step(act, on), kin.step(act, on)
+    assert torch.allclose(a.pos_xy, b.pos_xy, atol=0.05)
+    run = tmp_path / "run"
+    tiny = ["--worlds", "2", "--agents", "2", "--iterations", "1", "--train-scenes", "3"]
+    assert (
+        main(["train", "drive", "--engine", "learned", "--dynamics-model", model, *tiny, "--out", str(run)])
+        == 0
+    )
+    ckpt = str(run / "checkpoints" / "latest.pt")
+    ev = [
+        "eval",
+        "drive",
+        "--checkpoint",
+        ckpt,
+        "--engine",
+        "learned",
+        "--dynamics-model",
+        model,
+        "--episodes",
+        "2",
+    ]
+    assert main([*ev, "--out", str(tmp_path / "ev")]) == 0
+    bench = [
+        "bench",
+        "drive",
+        "--engine",
+        "learned",
+        "--dynamics-model",
+        model,
+        "--worlds",
+        "2",
+        "--agents",
+        "2",
+    ]
+    assert main([*bench, "--steps", "2", "--out", str(tmp_path / "b.json")]) == 0
+    assert main(["bench", "drive", "--engine", "learned", "--out", str(tmp_path / "c.json")]) == 2

@@ -16,7 +16,7 @@ from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS
 
-ENGINE_HELP = "simulation engine: kinematic (bicycle, torch) or mujoco (articulated cars)"
+ENGINE_HELP = "engine: kinematic (bicycle), mujoco (articulated cars) or learned (--dynamics-model)"
 
 
 def _positive(text: str) -> int:
@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         t.add_argument(
             "--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]"
         )
+        t.add_argument(
+            "--dynamics-model", default=None, help="model.pt of 'fit-dynamics' for --engine learned"
+        )
         if name == "train":
             t.add_argument("--worlds", type=_positive, default=128)
             t.add_argument("--agents", type=_positive, default=8)
@@ -204,6 +207,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             else (0 if args.scenes else 120),
             physics_hz=args.physics_hz,
             scenes_dir=args.scenes,
+            dynamics_model=args.dynamics_model,
         )
         trainer = drive.train(targs)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
@@ -224,6 +228,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 args.worlds,
                 args.physics_hz,
                 args.scenes,
+                args.dynamics_model,
             )
         print(
             json.dumps({k: m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")})
@@ -240,6 +245,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             args.seed,
             physics_hz=args.physics_hz,
             policy_hz=args.policy_hz,
+            dynamics_model=args.dynamics_model,
         )
         print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
     elif args.command == "convert":
@@ -273,7 +279,15 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise UserError("render drive needs --checkpoint PATH (or --policy expert with --scenes DIR)")
         ckpt = None if args.policy == "expert" else args.checkpoint
         path = drive.render(
-            ckpt, args.engine, args.out, args.seed, args.panels, args.physics_hz, args.scenes, args.agents
+            ckpt,
+            args.engine,
+            args.out,
+            args.seed,
+            args.panels,
+            args.physics_hz,
+            args.scenes,
+            args.agents,
+            args.dynamics_model,
         )
         print(f"video: {path}")
     return 0

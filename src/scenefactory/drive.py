@@ -71,6 +71,7 @@ class TrainArgs:
     num_train_scenes: int = 120
     physics_hz: float = DEFAULT_PHYSICS_HZ
     scenes_dir: Path | None = None
+    dynamics_model: str | None = None
 
 
 def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
@@ -94,6 +95,7 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
         ppo=ppo or PPOConfig(),
         engine=args.engine,
         physics_hz=args.physics_hz,
+        dynamics_model=args.dynamics_model,
         iterations=args.iterations,
         seed=args.seed,
         num_train_scenes=args.num_train_scenes,
@@ -159,6 +161,7 @@ def evaluate_checkpoint(
     worlds: int = 64,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     scenes_dir: Path | None = None,
+    dynamics_model: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate a checkpoint on ``episodes`` held-out scenes; writes ``out/metrics.json`` and a bar chart."""
     if episodes < 1:
@@ -178,6 +181,7 @@ def evaluate_checkpoint(
             seed=seed,
             progress=lambda done, total: bar.update(job, completed=done),
             physics_hz=physics_hz,
+            dynamics_model=dynamics_model,
         )
     metrics.update(
         {
@@ -212,6 +216,7 @@ def render(
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     scenes_dir: Path | None = None,
     agents: int = 8,
+    dynamics_model: str | None = None,
 ) -> Path:
     """Top-down GIF of the policy on ``panels`` held-out scenes (one of each kind first); with no
     checkpoint, the scenes' logged drivers (expert actions) drive, to check a converted scene."""
@@ -226,12 +231,26 @@ def render(
             raise UserError("render drive needs --checkpoint PATH, or --policy expert with --scenes DIR")
         task = DrivingTaskConfig(agents_per_world=agents)
         scenes = eval_scenes(panels, agents, seed, scenes_dir)
-        records = record_episodes(EXPERT, task, scenes, engine=engine, seed=seed, physics_hz=physics_hz)
+        records = record_episodes(
+            EXPERT,
+            task,
+            scenes,
+            engine=engine,
+            seed=seed,
+            physics_hz=physics_hz,
+            dynamics_model=dynamics_model,
+        )
     else:
         policy = load_policy(checkpoint)
         scenes = eval_scenes(panels, policy.task_cfg.agents_per_world, seed + 7, scenes_dir)
         records = record_episodes(
-            policy.act, policy.task_cfg, scenes, engine=engine, seed=seed, physics_hz=physics_hz
+            policy.act,
+            policy.task_cfg,
+            scenes,
+            engine=engine,
+            seed=seed,
+            physics_hz=physics_hz,
+            dynamics_model=dynamics_model,
         )
     records = [replace(r, title=f"{r.title} ({engine})") for r in records]
     return render_episodes_gif(records, out)
@@ -247,6 +266,7 @@ def bench(
     seed: int,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     policy_hz: float = 10.0,
+    dynamics_model: str | None = None,
 ) -> dict:
     """Run the CASPS benchmark and write its JSON."""
     for name, v in (("worlds", worlds), ("agents", agents), ("steps", steps)):
@@ -261,6 +281,7 @@ def bench(
         seed=seed,
         physics_hz=physics_hz,
         policy_hz=policy_hz,
+        dynamics_model=dynamics_model,
     )
     write_json(out, result)
     return result

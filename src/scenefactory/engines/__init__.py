@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -10,27 +11,48 @@ from scenefactory.engines.base import Engine, VehicleParams, VehicleState
 from scenefactory.engines.kinematic import KinematicEngine
 from scenefactory.errors import UserError
 
-EngineFactory = Callable[[int, int, float, VehicleParams, torch.device, float], Engine]
-
 DEFAULT_PHYSICS_HZ = 120.0
 """Physics rate of the mujoco tier unless told otherwise; ``validate vehicle`` passes at it."""
 
 
+@dataclass(frozen=True)
+class EngineOptions:
+    """Tier-specific settings: ``physics_hz`` (mujoco) and ``dynamics_model`` (learned: a model.pt)."""
+
+    physics_hz: float = DEFAULT_PHYSICS_HZ
+    dynamics_model: str | None = None
+
+
+EngineFactory = Callable[[int, int, float, VehicleParams, torch.device, EngineOptions], Engine]
+
+
 def _kinematic(
-    worlds: int, agents: int, dt: float, params: VehicleParams, device: torch.device, physics_hz: float
+    worlds: int, agents: int, dt: float, params: VehicleParams, device: torch.device, opts: EngineOptions
 ) -> Engine:
     return KinematicEngine(worlds, agents, dt=dt, params=params, device=device)
 
 
 def _mujoco(
-    worlds: int, agents: int, dt: float, params: VehicleParams, device: torch.device, physics_hz: float
+    worlds: int, agents: int, dt: float, params: VehicleParams, device: torch.device, opts: EngineOptions
 ) -> Engine:
     from scenefactory.engines.mujoco_engine import MujocoEngine
 
-    return MujocoEngine(worlds, agents, dt=dt, params=params, device=device, physics_hz=physics_hz)
+    return MujocoEngine(worlds, agents, dt=dt, params=params, device=device, physics_hz=opts.physics_hz)
 
 
-ENGINES: dict[str, EngineFactory] = {"kinematic": _kinematic, "mujoco": _mujoco}
+def _learned(
+    worlds: int, agents: int, dt: float, params: VehicleParams, device: torch.device, opts: EngineOptions
+) -> Engine:
+    from scenefactory.engines.learned import LearnedEngine
+
+    if opts.dynamics_model is None:
+        raise UserError(
+            "--engine learned needs --dynamics-model PATH (a model.pt from 'scenefactory fit-dynamics')"
+        )
+    return LearnedEngine(worlds, agents, dt, params, device, opts.dynamics_model)
+
+
+ENGINES: dict[str, EngineFactory] = {"kinematic": _kinematic, "mujoco": _mujoco, "learned": _learned}
 """Engine name → factory (the kinematic tier ignores ``physics_hz``: it steps once per policy step)."""
 
 
@@ -42,16 +64,25 @@ def make_engine(
     params: VehicleParams | None = None,
     device: str | torch.device = "cpu",
     physics_hz: float = DEFAULT_PHYSICS_HZ,
+    dynamics_model: str | None = None,
 ) -> Engine:
     """Build engine ``name``; an unknown name is a user error that lists the known ones."""
     if name not in ENGINES:
         raise UserError(f"unknown engine '{name}': expected one of {sorted(ENGINES)}")
     if not physics_hz > 0:
         raise UserError(f"physics rate must be positive, got {physics_hz} Hz")
-    factory = ENGINES[name]
-    return factory(
-        num_worlds, agents_per_world, dt, params or VehicleParams(), torch.device(device), physics_hz
+    opts = EngineOptions(physics_hz=physics_hz, dynamics_model=dynamics_model)
+    return ENGINES[name](
+        num_worlds, agents_per_world, dt, params or VehicleParams(), torch.device(device), opts
     )
 
 
-__all__ = ["DEFAULT_PHYSICS_HZ", "ENGINES", "Engine", "VehicleParams", "VehicleState", "make_engine"]
+__all__ = [
+    "DEFAULT_PHYSICS_HZ",
+    "ENGINES",
+    "Engine",
+    "EngineOptions",
+    "VehicleParams",
+    "VehicleState",
+    "make_engine",
+]

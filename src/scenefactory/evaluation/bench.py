@@ -54,15 +54,16 @@ def bench_drive(
     num_scenes: int = 24,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     policy_hz: float = 10.0,
+    dynamics_model: str | None = None,
 ) -> dict[str, Any]:
     """Measure CASPS; returns the JSON-ready result (see the module docstring)."""
     task = DrivingTaskConfig(num_worlds=worlds, agents_per_world=agents, dt_s=1.0 / policy_hz)
     scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
     torch.manual_seed(seed)
     if baseline:
-        result = _bench_baseline(task, scenes, engine, steps, warmup, seed, physics_hz)
+        result = _bench_baseline(task, scenes, engine, steps, warmup, seed, physics_hz, dynamics_model)
     else:
-        result = _bench_vectorized(task, scenes, engine, steps, warmup, seed, physics_hz)
+        result = _bench_vectorized(task, scenes, engine, steps, warmup, seed, physics_hz, dynamics_model)
     result.update(
         {
             "engine": engine,
@@ -72,7 +73,8 @@ def bench_drive(
             "steps": steps,
             "dt_s": task.dt_s,
             "policy_hz": policy_hz,
-            "physics_hz": physics_hz if engine != "kinematic" else None,
+            "physics_hz": physics_hz if engine == "mujoco" else None,
+            "dynamics_model": dynamics_model if engine == "learned" else None,
             "seed": seed,
             "num_scenes": num_scenes,
             "machine": machine_info(),
@@ -82,9 +84,18 @@ def bench_drive(
 
 
 def _bench_vectorized(
-    task: DrivingTaskConfig, scenes: list, engine: str, steps: int, warmup: int, seed: int, physics_hz: float
+    task: DrivingTaskConfig,
+    scenes: list,
+    engine: str,
+    steps: int,
+    warmup: int,
+    seed: int,
+    physics_hz: float,
+    dynamics_model: str | None = None,
 ) -> dict[str, Any]:
-    env = DrivingEnv(task, scenes, engine=engine, seed=seed, physics_hz=physics_hz)
+    env = DrivingEnv(
+        task, scenes, engine=engine, seed=seed, physics_hz=physics_hz, dynamics_model=dynamics_model
+    )
     actor = build_actor(env.obs_dim, PPOConfig())
     from tensordict import TensorDict
 
@@ -113,14 +124,29 @@ def _bench_vectorized(
 
 
 def _bench_baseline(
-    task: DrivingTaskConfig, scenes: list, engine: str, steps: int, warmup: int, seed: int, physics_hz: float
+    task: DrivingTaskConfig,
+    scenes: list,
+    engine: str,
+    steps: int,
+    warmup: int,
+    seed: int,
+    physics_hz: float,
+    dynamics_model: str | None = None,
 ) -> dict[str, Any]:
     one = replace(task, num_worlds=1)
     pool = build_pool(
         scenes, task.agents_per_world, task.observations.road_point_spacing_m, torch.device("cpu")
     )
     envs = [
-        DrivingEnv(one, scenes, engine=engine, seed=seed + w, pool=pool, physics_hz=physics_hz)
+        DrivingEnv(
+            one,
+            scenes,
+            engine=engine,
+            seed=seed + w,
+            pool=pool,
+            physics_hz=physics_hz,
+            dynamics_model=dynamics_model,
+        )
         for w in range(task.num_worlds)
     ]
     actor = build_actor(envs[0].obs_dim, PPOConfig())

@@ -42,6 +42,7 @@ def evaluate(
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
+    dynamics_model: str | None = None,
 ) -> tuple[dict[str, Any], EpisodeLog]:
     """Play every scene exactly once (worlds take them in order, each under its own road condition)
     and summarize the agent-episodes.
@@ -52,7 +53,15 @@ def evaluate(
     n = len(scenes)
     # evaluation plays each scene under its own road condition, never a randomized one
     cfg = replace(task_cfg, num_worlds=min(num_worlds, n), water_film_randomization_mm=None)
-    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True, physics_hz=physics_hz)
+    env = DrivingEnv(
+        cfg,
+        scenes,
+        engine=engine,
+        seed=seed,
+        sequential_scenes=True,
+        physics_hz=physics_hz,
+        dynamics_model=dynamics_model,
+    )
     log = EpisodeLog()
     completed = 0
     obs = env.observations()
@@ -78,10 +87,19 @@ def record_episodes(
     engine: str | Engine = "kinematic",
     seed: int = 0,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
+    dynamics_model: str | None = None,
 ) -> list[EpisodeRecord]:
     """Play one episode per scene (one world each, in parallel) and record every step for rendering."""
     cfg = replace(task_cfg, num_worlds=len(scenes), water_film_randomization_mm=None)
-    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True, physics_hz=physics_hz)
+    env = DrivingEnv(
+        cfg,
+        scenes,
+        engine=engine,
+        seed=seed,
+        sequential_scenes=True,
+        physics_hz=physics_hz,
+        dynamics_model=dynamics_model,
+    )
     w = env.num_worlds
     st = env.engine.state()
     frames: list[tuple[np.ndarray, ...]] = [

@@ -257,6 +257,7 @@ class TrainSpec:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     engine: str = "kinematic"
     physics_hz: float = DEFAULT_PHYSICS_HZ
+    dynamics_model: str | None = None
     iterations: int = 100
     seed: int = 0
     num_train_scenes: int = 120
@@ -270,6 +271,7 @@ def spec_to_dict(spec: TrainSpec) -> dict[str, Any]:
         "ppo": asdict(spec.ppo),
         "engine": spec.engine,
         "physics_hz": spec.physics_hz,
+        "dynamics_model": spec.dynamics_model,
         "iterations": spec.iterations,
         "seed": spec.seed,
         "num_train_scenes": spec.num_train_scenes,
@@ -327,7 +329,12 @@ class Trainer:
         self.ckpt_dir = self.out / "checkpoints"
         seed_everything(spec.seed)
         self.env = DrivingEnv(
-            spec.task, scenes, engine=spec.engine, seed=spec.seed, physics_hz=spec.physics_hz
+            spec.task,
+            scenes,
+            engine=spec.engine,
+            seed=spec.seed,
+            physics_hz=spec.physics_hz,
+            dynamics_model=spec.dynamics_model,
         )
         self.vec = DrivingVecEnv(self.env)
         self.rsl_cfg = spec.ppo.rsl_cfg()
@@ -344,7 +351,17 @@ class Trainer:
         data = load_checkpoint(path)
         saved = data.get("spec")
         mine = spec_to_dict(self.spec)
-        for key in ("task", "ppo", "engine", "physics_hz", "seed", "num_train_scenes", "scene_source"):
+        keys = (
+            "task",
+            "ppo",
+            "engine",
+            "physics_hz",
+            "dynamics_model",
+            "seed",
+            "num_train_scenes",
+            "scene_source",
+        )
+        for key in keys:
             if saved is None or saved.get(key) != json.loads(json.dumps(mine[key])):
                 raise CheckpointError(
                     f"{path}: cannot resume, the saved run's '{key}' differs from this command's "

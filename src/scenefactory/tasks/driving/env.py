@@ -109,6 +109,7 @@ class DrivingEnv:
         sequential_scenes: bool = False,
         pool: ScenePool | None = None,
         physics_hz: float = DEFAULT_PHYSICS_HZ,
+        dynamics_model: str | None = None,
     ) -> None:
         """Build the scene pool and the engine; worlds start on scenes drawn with ``seed``.
 
@@ -122,7 +123,14 @@ class DrivingEnv:
         self.num_worlds, self.agents_per_world = w, k
         if isinstance(engine, str):
             engine = make_engine(
-                engine, w, k, dt=cfg.dt_s, params=cfg.vehicle, device=self.device, physics_hz=physics_hz
+                engine,
+                w,
+                k,
+                dt=cfg.dt_s,
+                params=cfg.vehicle,
+                device=self.device,
+                physics_hz=physics_hz,
+                dynamics_model=dynamics_model,
             )
         if (engine.num_worlds, engine.agents_per_world) != (w, k):
             raise ValueError(
