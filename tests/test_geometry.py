@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from scenefactory.engines.kinematic import wrap_angle
 from scenefactory.tasks.driving.geometry import (
     box_corners,
     circle_cover,
@@ -28,7 +29,6 @@ from scenefactory.tasks.driving.geometry import (
     project_on_polyline,
     project_on_segments,
     world_to_ego,
-    wrap_angle,
 )
 
 CAR_L, CAR_W = 4.5, 1.9

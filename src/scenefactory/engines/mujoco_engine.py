@@ -36,7 +36,7 @@ import torch
 from mujoco import batch as mjbatch
 
 from scenefactory.engines.base import VehicleParams, VehicleState, actions_to_controls, check_actions
-from scenefactory.vehicles.car import WHEELS, CarIndex, CarParams, ackermann_angles, drive_ctrl, world_mjcf
+from scenefactory.vehicles.car import CarIndex, CarParams, ackermann_angles, drive_ctrl, world_mjcf
 
 BRAKE_BIAS_FRONT = 0.65
 """Share of the brake torque on the front axle: braking moves load forward, so an even split
@@ -110,11 +110,6 @@ class MujocoEngine:
         self._frictionloss = b.expand("dof_frictionloss")
         self._geom_friction = b.expand("geom_friction")
         self._touch_adr = self.index.touch_sensordata
-        susp_joints = [
-            [mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, f"car{k}_susp_{w}") for w in WHEELS]
-            for k in range(agents_per_world)
-        ]
-        self._susp_qvel = self.model.jnt_dofadr[np.array(susp_joints)].astype(np.int64)
         c = self.car
         wheel_inertia = c.wheel_inertia_kgm2[1]
         # wheel torque [N·m] per m/s² of car acceleration: M·r + 4·I_w/r (module docstring)
@@ -163,7 +158,7 @@ class MujocoEngine:
         self._qvel[rows, fv] = qvel
         self._qvel[rows, self.index.steer_qvel[k]] = 0.0
         self._qvel[rows, self.index.wheel_qvel[k]] = (speed / self.car.wheel_radius_m)[:, None]
-        self._qvel[rows, self._susp_qvel[k]] = 0.0
+        self._qvel[rows, self.index.susp_qvel[k]] = 0.0
 
     def _park(self, w: np.ndarray, k: np.ndarray) -> None:
         """Move cars out of the way with brakes on (finished or padding agents)."""

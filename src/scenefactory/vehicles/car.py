@@ -423,7 +423,7 @@ class CarIndex:
     - ``free_qvel`` (K, 6): qvel of the free joint: linear velocity [m/s] in the *world* frame,
       then angular velocity [rad/s] in the *body* frame (MuJoCo's free-joint convention).
     - ``steer_qpos`` (K, 2), ``steer_qvel`` (K, 2): steering joints, :data:`STEERED_WHEELS` order.
-    - ``susp_qpos`` (K, 4): suspension slide joints [m], :data:`WHEELS` order.
+    - ``susp_qpos`` (K, 4), ``susp_qvel`` (K, 4): suspension slide joints [m], [m/s], :data:`WHEELS` order.
     - ``wheel_qpos`` (K, 4), ``wheel_qvel`` (K, 4): spin joints [rad], [rad/s]; ``wheel_qvel`` is
       also the dof index of each wheel, e.g. for ``dof_frictionloss`` (the brake torque [N·m]).
     - ``steer_actuator`` (K, 2): steering servos (ctrl = road-wheel angle [rad]).
@@ -441,6 +441,7 @@ class CarIndex:
     steer_qpos: IntArray
     steer_qvel: IntArray
     susp_qpos: IntArray
+    susp_qvel: IntArray
     wheel_qpos: IntArray
     wheel_qvel: IntArray
     steer_actuator: IntArray
@@ -488,6 +489,7 @@ class CarIndex:
             steer_qpos=qpos_adr[steer],
             steer_qvel=dof_adr[steer],
             susp_qpos=qpos_adr[susp],
+            susp_qvel=dof_adr[susp],
             wheel_qpos=qpos_adr[spin],
             wheel_qvel=dof_adr[spin],
             steer_actuator=_ids(

@@ -206,7 +206,8 @@ class DrivingEnv:
         """Reset every world; returns observations (W, K, D)."""
         self._next_serial = 0
         self.reset_worlds(torch.arange(self.num_worlds, device=self.device))
-        self._obs = self._observe(self.engine.state(), self._pairwise(self.engine.state())[0])
+        st = self.engine.state()
+        self._obs = self._observe(st, self._pairwise(self._objects(st))[0])
         return self._obs
 
     def _draw_scenes(self, n: int) -> torch.Tensor:
@@ -296,10 +297,10 @@ class DrivingEnv:
         c = [torch.cat((a, b), dim=1) for a, b in zip(own, rep, strict=True)]
         return c[0], c[1], c[2], c[3], c[4], c[5]
 
-    def _pairwise(self, st: VehicleState) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pairwise(self, objs: Objects) -> tuple[torch.Tensor, torch.Tensor]:
         """TTC and DRAC (W, K, M) of each controlled agent against every object."""
         horizon = self.cfg.observations.ttc_horizon_s
-        ttc, drac = pairwise_ttc_drac(*self._objects(st), horizon)
+        ttc, drac = pairwise_ttc_drac(*objs, horizon)
         k = self.agents_per_world
         return ttc[:, :k], drac[:, :k]
 
@@ -322,8 +323,8 @@ class DrivingEnv:
             collided = pairwise_box_overlap(st.pos_xy, st.yaw, self.length, self.width, was_active).any(-1)
         else:
             collided = contacts
+        objs = self._objects(st)
         if self.num_replay:  # logged objects are not in the engine: box overlap with them
-            objs = self._objects(st)
             k = self.agents_per_world
             collided = collided | pairwise_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5])[
                 :, :k, k:
@@ -331,7 +332,7 @@ class DrivingEnv:
         corners = box_corners(st.pos_xy, st.yaw, self.length, self.width)
         ids = self.scene_id.view(-1, 1, 1).expand(*corners.shape[:-1])
         offroad = (self.pool.grids.sample(ids, corners).amax(-1) > cfg.offroad_tolerance_m) & was_active
-        ttc, drac = self._pairwise(st)
+        ttc, drac = self._pairwise(objs)
         min_ttc = ttc.amin(-1)
         # 3. terminations (one outcome per agent)
         collided = collided & was_active
@@ -378,7 +379,7 @@ class DrivingEnv:
         self.reset_worlds(reset_ids)
         # 7. observations
         st_now = self.engine.state() if reset_ids.numel() else st
-        ttc_now = self._pairwise(st_now)[0] if reset_ids.numel() else ttc
+        ttc_now = self._pairwise(self._objects(st_now))[0] if reset_ids.numel() else ttc
         self._obs = self._observe(st_now, ttc_now, None if reset_ids.numel() else proj)
         return StepResult(
             obs=self._obs,

@@ -20,11 +20,6 @@ DRAC_MIN_GAP_M = 1.0
 """Floor on the circle gap in the DRAC denominator, so touching pairs give a finite rate."""
 
 
-def wrap_angle(angle_rad: torch.Tensor) -> torch.Tensor:
-    """Wrap angles to ``[-pi, pi)``, any shape."""
-    return torch.remainder(angle_rad + torch.pi, 2.0 * torch.pi) - torch.pi
-
-
 def box_corners(
     pos_xy: torch.Tensor, yaw: torch.Tensor, length: torch.Tensor, width: torch.Tensor
 ) -> torch.Tensor:
