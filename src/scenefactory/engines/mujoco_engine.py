@@ -1,8 +1,9 @@
 """The physics tier: articulated MuJoCo cars (``vehicles.car``), all worlds stepped together.
 
 Every world is one MuJoCo simulation of the same model — a road plane plus K cars — held in one
-``mujoco.batch.Batch`` (persistent, native threads). Lane geometry lives in the task as tensors, so
-every world shares the layout; per-world road friction is a live ``geom_friction`` row.
+``engines.mjbatch.BatchedSim`` (a persistent ``mujoco.batch.Batch``, native threads). Lane
+geometry lives in the task as tensors, so every world shares the layout; per-world road friction
+is a live ``geom_friction`` row.
 
 Control, per policy step (``dt``) and held over its ``round(dt · physics_hz)`` physics substeps:
 
@@ -33,9 +34,9 @@ import math
 import mujoco
 import numpy as np
 import torch
-from mujoco import batch as mjbatch
 
 from scenefactory.engines.base import VehicleParams, VehicleState, actions_to_controls, check_actions
+from scenefactory.engines.mjbatch import BatchedSim
 from scenefactory.vehicles.car import CarIndex, CarParams, ackermann_angles, drive_ctrl, world_mjcf
 
 BRAKE_BIAS_FRONT = 0.65
@@ -48,7 +49,6 @@ BRAKE_SHARE = np.array(
 
 PARK_XY_M = (2000.0, 2000.0)
 PARK_SPACING_M = 10.0
-BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
 
 
 def yaw_from_quat(q: np.ndarray) -> np.ndarray:
@@ -102,9 +102,8 @@ class MujocoEngine:
             world_mjcf(agents_per_world, self.car, friction=1.0, timestep_s=1.0 / physics_hz)
         )
         self.index = CarIndex.from_model(self.model)
-        threads = nthread if nthread is not None else max(1, torch.get_num_threads())
-        self.batch = mjbatch.Batch(self.model, num_worlds, nthread=threads, persistent=True)
-        b = self.batch
+        self.sim = BatchedSim(self.model, num_worlds, nthread)
+        b = self.sim
         self._qpos, self._qvel, self._ctrl = b.bind("qpos"), b.bind("qvel"), b.bind("ctrl")
         self._sensordata = b.bind("sensordata")
         self._frictionloss = b.expand("dof_frictionloss")
@@ -131,7 +130,6 @@ class MujocoEngine:
             ],
             axis=-1,
         )
-        self._warnings = b.warning[:, BADQACC, 1].copy()
         self._last_state: VehicleState | None = None
 
     # ---------------------------------------------------------------------------------- helpers
@@ -206,7 +204,7 @@ class MujocoEngine:
         self._accel[ids] = 0.0
         self._touch[ids] = False
         self._frozen[ids] = pose_np
-        self.batch.forward(ids)
+        self.sim.forward(ids)
         self._last_state = None
 
     def set_friction(self, world_ids: torch.Tensor, mu: torch.Tensor) -> None:
@@ -252,10 +250,10 @@ class MujocoEngine:
         self._frictionloss[:, self.index.wheel_qvel] = brake
         touch = np.zeros_like(self._touch)
         for _ in range(self.substeps):
-            self.batch.step(None, 1)
+            self.sim.step(1)
             touch |= self._sensordata[:, self._touch_adr] > 0.0
         self._touch = touch & live
-        self._check_health()
+        self.sim.check_health(f"try a higher physics rate than {self.physics_hz} Hz")
         self._last_state = None
         st = self.state()
         speed = st.speed.numpy().astype(np.float64)
@@ -267,19 +265,6 @@ class MujocoEngine:
     def collisions(self) -> torch.Tensor:
         """(W, K) bool: the car's body touched another car (or the road) during the last step."""
         return torch.from_numpy(self._touch.copy()).to(self.device)
-
-    def _check_health(self) -> None:
-        warn = self.batch.warning[:, BADQACC, 1]
-        bad = warn > self._warnings
-        self._warnings = warn.copy()
-        finite = np.isfinite(self._qpos).all(axis=1) & np.isfinite(self._qvel).all(axis=1)
-        bad |= ~finite
-        if bad.any():
-            worlds = np.nonzero(bad)[0].tolist()
-            raise FloatingPointError(
-                f"MuJoCo simulation became unstable (NaN/inf or huge accelerations) in worlds {worlds[:8]}; "
-                f"try a higher physics rate than {self.physics_hz} Hz"
-            )
 
     def state(self) -> VehicleState:
         """Current batched state; cars that are not live report where they stopped, at rest."""
