@@ -16,7 +16,21 @@ from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS
 
-ENGINE_HELP = "engine: kinematic (bicycle), mujoco (articulated cars) or learned (--dynamics-model)"
+ENGINE_HELP = (
+    "engine: kinematic (bicycle), mujoco (articulated cars), learned (--dynamics-model) "
+    "or grounded (--grounding)"
+)
+LAG_HELP = "actuator lag: apply each action this many policy steps late (any engine)"
+
+
+def _nonnegative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -100,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     cd.add_argument("--checkpoint", type=Path, default=None, help="trained policy for the mix (optional)")
     cd.add_argument("--seed", type=int, default=0)
     cd.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
+    cd.add_argument("--action-lag-steps", type=_nonnegative, default=0, help=LAG_HELP)
     cd.add_argument("--out", type=Path, required=True)
 
     fd = sub.add_parser("fit-dynamics", help="fit a learned dynamics model to a transition dataset")
@@ -109,6 +124,16 @@ def build_parser() -> argparse.ArgumentParser:
     fd.add_argument("--epochs", type=_positive, default=10)
     fd.add_argument("--seed", type=int, default=0)
     fd.add_argument("--out", type=Path, required=True)
+
+    gr = sub.add_parser("ground", help="correct the kinematic tier toward target transitions")
+    gr.add_argument("--method", required=True, help="none | dr | sysid | markov | gat | history")
+    gr.add_argument("--data", type=Path, required=True, help="target transition dataset ('collect')")
+    gr.add_argument("--budget", type=_positive, default=None, help="target transitions to use (default all)")
+    gr.add_argument("--seed", type=int, default=0)
+    gr.add_argument("--steps", type=_positive, default=2000, help="training steps of the networks")
+    gr.add_argument("--alpha", type=float, default=0.5, help="gat: ã = (1-α)a + α·g(s, a)")
+    gr.add_argument("--history", type=_positive, default=8, help="history: steps the GRU reads")
+    gr.add_argument("--out", type=Path, required=True)
 
     x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
     xt = x.add_subparsers(dest="task", required=True)
@@ -136,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
         t.add_argument(
             "--dynamics-model", default=None, help="model.pt of 'fit-dynamics' for --engine learned"
         )
+        t.add_argument(
+            "--grounding", default=None, help="folder of 'scenefactory ground' for --engine grounded"
+        )
+        t.add_argument("--action-lag-steps", type=_nonnegative, default=0, help=LAG_HELP)
         if name == "train":
             t.add_argument("--worlds", type=_positive, default=128)
             t.add_argument("--agents", type=_positive, default=8)
@@ -208,6 +237,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             physics_hz=args.physics_hz,
             scenes_dir=args.scenes,
             dynamics_model=args.dynamics_model,
+            grounding=args.grounding,
+            action_lag_steps=args.action_lag_steps,
         )
         trainer = drive.train(targs)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
@@ -229,6 +260,8 @@ def run(argv: Sequence[str] | None = None) -> int:
                 args.physics_hz,
                 args.scenes,
                 args.dynamics_model,
+                grounding=args.grounding,
+                action_lag_steps=args.action_lag_steps,
             )
         print(
             json.dumps({k: m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")})
@@ -246,6 +279,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             physics_hz=args.physics_hz,
             policy_hz=args.policy_hz,
             dynamics_model=args.dynamics_model,
+            grounding=args.grounding,
+            action_lag_steps=args.action_lag_steps,
         )
         print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
     elif args.command == "convert":
@@ -265,6 +300,21 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         print(json.dumps({"model": metrics["model"], "kinematic_bicycle": metrics["kinematic_bicycle"]}))
         print(f"model: {args.out / 'model.pt'}  metrics: {args.out / 'metrics.json'}")
+    elif args.command == "ground":
+        from scenefactory.grounding.correctors import method_from_name
+        from scenefactory.grounding.ground import GroundConfig
+
+        gcfg = GroundConfig(
+            method=method_from_name(args.method),
+            budget=args.budget,
+            seed=args.seed,
+            train_steps=args.steps,
+            gat_alpha=args.alpha,
+            history_len=args.history,
+        )
+        config = drive.ground_cmd(args.data, args.out, gcfg)
+        print(json.dumps({"budget_transitions": config["budget_transitions"], **config["heldout"]}))
+        print(f"grounding: {args.out}  (use --engine grounded --grounding {args.out})")
     elif args.command == "experiment":
         drive.experiment_transfer(dict(args.checkpoint), args.episodes, args.seed, args.iterations, args.out)
         print(f"transfer table: {args.out / 'transfer.md'}")
@@ -288,6 +338,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             args.scenes,
             args.agents,
             args.dynamics_model,
+            grounding=args.grounding,
+            action_lag_steps=args.action_lag_steps,
         )
         print(f"video: {path}")
     return 0

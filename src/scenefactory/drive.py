@@ -72,6 +72,8 @@ class TrainArgs:
     physics_hz: float = DEFAULT_PHYSICS_HZ
     scenes_dir: Path | None = None
     dynamics_model: str | None = None
+    grounding: str | None = None
+    action_lag_steps: int = 0
 
 
 def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
@@ -96,6 +98,8 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
         engine=args.engine,
         physics_hz=args.physics_hz,
         dynamics_model=args.dynamics_model,
+        grounding=args.grounding,
+        action_lag_steps=args.action_lag_steps,
         iterations=args.iterations,
         seed=args.seed,
         num_train_scenes=args.num_train_scenes,
@@ -162,6 +166,8 @@ def evaluate_checkpoint(
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     scenes_dir: Path | None = None,
     dynamics_model: str | None = None,
+    grounding: str | None = None,
+    action_lag_steps: int = 0,
 ) -> dict[str, Any]:
     """Evaluate a checkpoint on ``episodes`` held-out scenes; writes ``out/metrics.json`` and a bar chart."""
     if episodes < 1:
@@ -182,10 +188,14 @@ def evaluate_checkpoint(
             progress=lambda done, total: bar.update(job, completed=done),
             physics_hz=physics_hz,
             dynamics_model=dynamics_model,
+            grounding=grounding,
+            action_lag_steps=action_lag_steps,
         )
     metrics.update(
         {
             "engine": engine,
+            "grounding": grounding,
+            "action_lag_steps": action_lag_steps,
             "physics_hz": physics_hz if engine != "kinematic" else None,
             "checkpoint": str(checkpoint),
             "trained_on": policy.meta.get("engine"),
@@ -217,6 +227,8 @@ def render(
     scenes_dir: Path | None = None,
     agents: int = 8,
     dynamics_model: str | None = None,
+    grounding: str | None = None,
+    action_lag_steps: int = 0,
 ) -> Path:
     """Top-down GIF of the policy on ``panels`` held-out scenes (one of each kind first); with no
     checkpoint, the scenes' logged drivers (expert actions) drive, to check a converted scene."""
@@ -239,6 +251,8 @@ def render(
             seed=seed,
             physics_hz=physics_hz,
             dynamics_model=dynamics_model,
+            grounding=grounding,
+            action_lag_steps=action_lag_steps,
         )
     else:
         policy = load_policy(checkpoint)
@@ -251,6 +265,8 @@ def render(
             seed=seed,
             physics_hz=physics_hz,
             dynamics_model=dynamics_model,
+            grounding=grounding,
+            action_lag_steps=action_lag_steps,
         )
     records = [replace(r, title=f"{r.title} ({engine})") for r in records]
     return render_episodes_gif(records, out)
@@ -267,6 +283,8 @@ def bench(
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     policy_hz: float = 10.0,
     dynamics_model: str | None = None,
+    grounding: str | None = None,
+    action_lag_steps: int = 0,
 ) -> dict:
     """Run the CASPS benchmark and write its JSON."""
     for name, v in (("worlds", worlds), ("agents", agents), ("steps", steps)):
@@ -282,6 +300,8 @@ def bench(
         physics_hz=physics_hz,
         policy_hz=policy_hz,
         dynamics_model=dynamics_model,
+        grounding=grounding,
+        action_lag_steps=action_lag_steps,
     )
     write_json(out, result)
     return result
@@ -448,6 +468,7 @@ def collect(args: Any) -> dict[str, Any]:
             checkpoint=args.checkpoint,
             physics_hz=args.physics_hz,
             progress=lambda done, total: bar.update(job, completed=done),
+            action_lag_steps=args.action_lag_steps,
         )
 
 
@@ -470,3 +491,37 @@ def fit_dynamics_cmd(
             progress=lambda e, n, loss: bar.update(job, completed=e, info=f"loss {loss:.4f}"),
         )
     return result.metrics
+
+
+def ground_cmd(data: Path, out: Path, cfg: Any) -> dict[str, Any]:
+    """``scenefactory ground``: fit one grounding method (a ``GroundConfig``) on target data and
+    print its held-out errors next to the uncorrected bicycle's."""
+    from scenefactory.grounding.ground import ground
+
+    with _progress() as bar:
+        job = bar.add_task(f"ground ({cfg.method.value})", total=None, info="")
+
+        def on_progress(done: int, total: int, info: str) -> None:
+            bar.update(job, completed=done, total=total, info=info)
+
+        result = ground(data, cfg, out, progress=on_progress)
+    held = result.config["heldout"]
+    rows = [
+        (f"grounded ({cfg.method.value})", held["grounded"]),
+        ("kinematic bicycle", held["kinematic_bicycle"]),
+    ]
+    console.print(
+        f"held-out errors on {held['episodes']} episodes ({held['transitions']} transitions); "
+        f"budget {result.config['budget_transitions']} target transitions"
+    )
+    console.print(
+        f"{'model':<22} {'1-step m':>9} {'yaw rad':>8} {'speed m/s':>9} {'10-step m':>9} {'20-step m':>9}"
+    )
+    for label, m in rows:
+        console.print(
+            f"{label:<22} {m['pos_err_m']:>9.4f} {m['yaw_err_rad']:>8.4f} {m['speed_err_mps']:>9.4f} "
+            f"{m['rollout10_pos_err_m']:>9.3f} {m['rollout20_pos_err_m']:>9.3f}"
+        )
+    if "fitted" in result.config["fit"]:
+        console.print(f"fitted knobs: {result.config['fit']['fitted']}")
+    return result.config

@@ -55,15 +55,17 @@ def bench_drive(
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     policy_hz: float = 10.0,
     dynamics_model: str | None = None,
+    grounding: str | None = None,
+    action_lag_steps: int = 0,
 ) -> dict[str, Any]:
     """Measure CASPS; returns the JSON-ready result (see the module docstring)."""
     task = DrivingTaskConfig(num_worlds=worlds, agents_per_world=agents, dt_s=1.0 / policy_hz)
     scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
     torch.manual_seed(seed)
-    if baseline:
-        result = _bench_baseline(task, scenes, engine, steps, warmup, seed, physics_hz, dynamics_model)
-    else:
-        result = _bench_vectorized(task, scenes, engine, steps, warmup, seed, physics_hz, dynamics_model)
+    run = _bench_baseline if baseline else _bench_vectorized
+    result = run(
+        task, scenes, engine, steps, warmup, seed, physics_hz, dynamics_model, grounding, action_lag_steps
+    )
     result.update(
         {
             "engine": engine,
@@ -75,6 +77,8 @@ def bench_drive(
             "policy_hz": policy_hz,
             "physics_hz": physics_hz if engine == "mujoco" else None,
             "dynamics_model": dynamics_model if engine == "learned" else None,
+            "grounding": grounding if engine == "grounded" else None,
+            "action_lag_steps": action_lag_steps,
             "seed": seed,
             "num_scenes": num_scenes,
             "machine": machine_info(),
@@ -92,9 +96,18 @@ def _bench_vectorized(
     seed: int,
     physics_hz: float,
     dynamics_model: str | None = None,
+    grounding: str | None = None,
+    action_lag_steps: int = 0,
 ) -> dict[str, Any]:
     env = DrivingEnv(
-        task, scenes, engine=engine, seed=seed, physics_hz=physics_hz, dynamics_model=dynamics_model
+        task,
+        scenes,
+        engine=engine,
+        seed=seed,
+        physics_hz=physics_hz,
+        dynamics_model=dynamics_model,
+        grounding=grounding,
+        action_lag_steps=action_lag_steps,
     )
     actor = build_actor(env.obs_dim, PPOConfig())
     from tensordict import TensorDict
@@ -132,6 +145,8 @@ def _bench_baseline(
     seed: int,
     physics_hz: float,
     dynamics_model: str | None = None,
+    grounding: str | None = None,
+    action_lag_steps: int = 0,
 ) -> dict[str, Any]:
     one = replace(task, num_worlds=1)
     pool = build_pool(
@@ -146,6 +161,8 @@ def _bench_baseline(
             pool=pool,
             physics_hz=physics_hz,
             dynamics_model=dynamics_model,
+            grounding=grounding,
+            action_lag_steps=action_lag_steps,
         )
         for w in range(task.num_worlds)
     ]

@@ -43,6 +43,8 @@ def evaluate(
     progress: Callable[[int, int], None] | None = None,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     dynamics_model: str | None = None,
+    grounding: str | None = None,
+    action_lag_steps: int = 0,
 ) -> tuple[dict[str, Any], EpisodeLog]:
     """Play every scene exactly once (worlds take them in order, each under its own road condition)
     and summarize the agent-episodes.
@@ -61,6 +63,8 @@ def evaluate(
         sequential_scenes=True,
         physics_hz=physics_hz,
         dynamics_model=dynamics_model,
+        grounding=grounding,
+        action_lag_steps=action_lag_steps,
     )
     log = EpisodeLog()
     completed = 0
@@ -88,6 +92,8 @@ def record_episodes(
     seed: int = 0,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     dynamics_model: str | None = None,
+    grounding: str | None = None,
+    action_lag_steps: int = 0,
 ) -> list[EpisodeRecord]:
     """Play one episode per scene (one world each, in parallel) and record every step for rendering."""
     cfg = replace(task_cfg, num_worlds=len(scenes), water_film_randomization_mm=None)
@@ -99,6 +105,8 @@ def record_episodes(
         sequential_scenes=True,
         physics_hz=physics_hz,
         dynamics_model=dynamics_model,
+        grounding=grounding,
+        action_lag_steps=action_lag_steps,
     )
     w = env.num_worlds
     st = env.engine.state()

@@ -10,12 +10,16 @@ seed, policy mix, counts). Every shard holds N transitions of single agents, fla
 - ``friction``    (N,) road friction μ of the world;
 - ``episode``     (N,) int64 agent-episode id (unique in the dataset), ``step`` (N,) its step index —
   sort by (episode, step) to rebuild histories;
-- ``policy``      (N,) int8 index into ``meta.json``'s ``policies``.
+- ``policy``      (N,) int8 index into ``meta.json``'s ``policies``;
+- ``reward``      (N,) float32 the task's reward of the step (optional: :func:`collect` writes it,
+  datasets from other sources may lack it).
 
 Collection (:func:`collect`) drives the task's worlds with a mix of policies — a trained one (if a
 checkpoint is given), the same with Gaussian action noise, and a smooth random one (an
 Ornstein–Uhlenbeck process) — each world keeping one policy kind, over road conditions drawn per
-world reset (``water_film_randomization_mm``) on the scenes' surfaces.
+world reset (``water_film_randomization_mm``) on the scenes' surfaces. ``action_lag_steps`` wraps the
+engine in :class:`~scenefactory.engines.wrappers.LaggedEngine` (an actuator lag; the recorded
+action is the one the policy sent).
 """
 
 from __future__ import annotations
@@ -78,10 +82,13 @@ def collect(
     noise_std: float = 0.3,
     num_scenes: int = 60,
     progress: Callable[[int, int], None] | None = None,
+    action_lag_steps: int = 0,
 ) -> dict[str, Any]:
     """Record ``steps`` policy steps of ``worlds × agents`` agents into shards under ``out``."""
     if min(worlds, agents, steps, shard_size) < 1:
         raise UserError("--worlds, --agents, --steps and the shard size must be positive")
+    if action_lag_steps < 0:
+        raise UserError(f"--action-lag-steps must be >= 0, got {action_lag_steps}")
     policy_fn = None
     kinds = ("noisy", "random") if checkpoint is None else POLICY_KINDS
     if checkpoint is not None:
@@ -94,13 +101,15 @@ def collect(
         task = DrivingTaskConfig(num_worlds=worlds, agents_per_world=agents)
     task = replace(task, water_film_randomization_mm=water_film_mm)
     scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
-    env = DrivingEnv(task, scenes, engine=engine, seed=seed, physics_hz=physics_hz)
+    env = DrivingEnv(
+        task, scenes, engine=engine, seed=seed, physics_hz=physics_hz, action_lag_steps=action_lag_steps
+    )
     g = torch.Generator().manual_seed(seed)
     world_kind = torch.tensor([POLICY_KINDS.index(kinds[w % len(kinds)]) for w in range(worlds)])
     ou = _OrnsteinUhlenbeck((worlds, agents, 2), g)
     out.mkdir(parents=True, exist_ok=True)
     buf: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("state", "action", "next_state", "friction", "episode", "step", "policy")
+        k: [] for k in ("state", "action", "next_state", "friction", "episode", "step", "policy", "reward")
     }
     shards, total, obs = 0, 0, env.observations()
 
@@ -142,6 +151,7 @@ def collect(
             buf["episode"].append((serial[w_idx] * agents + a_idx).numpy().astype(np.int64))
             buf["step"].append(steps_in[w_idx].numpy().astype(np.int32))
             buf["policy"].append(world_kind[w_idx].numpy().astype(np.int8))
+            buf["reward"].append(res.reward[sel].numpy().astype(np.float32))
             total += int(sel.sum())
             if sum(len(x) for x in buf["state"]) >= shard_size:
                 flush()
@@ -152,6 +162,7 @@ def collect(
         "format": DATASET_FORMAT,
         "engine": engine,
         "physics_hz": physics_hz if engine != "kinematic" else None,
+        "action_lag_steps": action_lag_steps,
         "policy_dt_s": task.dt_s,
         "vehicle": asdict(task.vehicle),
         "state_fields": list(STATE_FIELDS),

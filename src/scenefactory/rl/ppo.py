@@ -258,6 +258,10 @@ class TrainSpec:
     engine: str = "kinematic"
     physics_hz: float = DEFAULT_PHYSICS_HZ
     dynamics_model: str | None = None
+    grounding: str | None = None
+    """``--engine grounded``: the ``scenefactory ground`` folder the engine runs."""
+    action_lag_steps: int = 0
+    """Actuator lag of the training engine in policy steps (``engines.wrappers.LaggedEngine``)."""
     iterations: int = 100
     seed: int = 0
     num_train_scenes: int = 120
@@ -265,8 +269,9 @@ class TrainSpec:
 
 
 def spec_to_dict(spec: TrainSpec) -> dict[str, Any]:
-    """JSON-ready form of a training spec."""
-    return {
+    """JSON-ready form of a training spec; ``grounding`` and ``action_lag_steps`` appear only when
+    set, so the specs of runs without them read as they did before they existed."""
+    out = {
         "task": task_config_to_dict(spec.task),
         "ppo": asdict(spec.ppo),
         "engine": spec.engine,
@@ -277,6 +282,11 @@ def spec_to_dict(spec: TrainSpec) -> dict[str, Any]:
         "num_train_scenes": spec.num_train_scenes,
         "scene_source": spec.scene_source,
     }
+    if spec.grounding is not None:
+        out["grounding"] = spec.grounding
+    if spec.action_lag_steps:
+        out["action_lag_steps"] = spec.action_lag_steps
+    return out
 
 
 def seed_everything(seed: int) -> None:
@@ -335,6 +345,8 @@ class Trainer:
             seed=spec.seed,
             physics_hz=spec.physics_hz,
             dynamics_model=spec.dynamics_model,
+            grounding=spec.grounding,
+            action_lag_steps=spec.action_lag_steps,
         )
         self.vec = DrivingVecEnv(self.env)
         self.rsl_cfg = spec.ppo.rsl_cfg()
@@ -357,12 +369,14 @@ class Trainer:
             "engine",
             "physics_hz",
             "dynamics_model",
+            "grounding",
+            "action_lag_steps",
             "seed",
             "num_train_scenes",
             "scene_source",
         )
         for key in keys:
-            if saved is None or saved.get(key) != json.loads(json.dumps(mine[key])):
+            if saved is None or saved.get(key) != json.loads(json.dumps(mine.get(key))):
                 raise CheckpointError(
                     f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
                     f"(use another --out folder or the same settings)"

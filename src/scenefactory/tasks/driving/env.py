@@ -110,6 +110,8 @@ class DrivingEnv:
         pool: ScenePool | None = None,
         physics_hz: float = DEFAULT_PHYSICS_HZ,
         dynamics_model: str | None = None,
+        grounding: str | None = None,
+        action_lag_steps: int = 0,
     ) -> None:
         """Build the scene pool and the engine; worlds start on scenes drawn with ``seed``.
 
@@ -131,6 +133,8 @@ class DrivingEnv:
                 device=self.device,
                 physics_hz=physics_hz,
                 dynamics_model=dynamics_model,
+                grounding=grounding,
+                action_lag_steps=action_lag_steps,
             )
         if (engine.num_worlds, engine.agents_per_world) != (w, k):
             raise ValueError(
