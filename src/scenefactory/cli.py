@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from scenefactory import go1_cli
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS
@@ -152,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         cmd = sub.add_parser(name, help=helptext)
         tasks = cmd.add_subparsers(dest="task", required=True)
+        go1_cli.add_task_parser(name, tasks)
         t = tasks.add_parser("drive", help="multi-agent goal reaching on procedural scenes")
         t.add_argument("--engine", type=_engine, default="kinematic", help=ENGINE_HELP)
         t.add_argument("--seed", type=int, default=0)
@@ -204,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument("--panels", type=_positive, default=4, help="scenes shown side by side (1-4)")
             t.add_argument("--scenes", type=Path, default=None, help="render scenes of this folder")
             t.add_argument("--out", type=Path, required=True)
+    go1_cli.add_commands(sub)
     return p
 
 
@@ -216,6 +219,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    if getattr(args, "task", None) == "go1":
+        return go1_cli.run(args)
 
     if args.command == "demo":
         metrics = drive.demo(

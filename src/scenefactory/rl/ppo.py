@@ -64,6 +64,8 @@ class PPOConfig:
     activation: str = "elu"
     init_noise_std: float = 0.5
     save_interval: int = 10
+    critic_obs_group: str = "policy"
+    """Observation group the critic reads: ``policy`` (the actor's) or ``critic`` (privileged)."""
 
     def __post_init__(self) -> None:
         """Validate values that rsl-rl would otherwise accept and misbehave on."""
@@ -95,7 +97,7 @@ class PPOConfig:
         return {
             "num_steps_per_env": self.num_steps_per_env,
             "save_interval": self.save_interval,
-            "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+            "obs_groups": {"actor": ["policy"], "critic": [self.critic_obs_group]},
             "multi_gpu": None,
             "algorithm": {
                 "class_name": "PPO",
@@ -153,13 +155,21 @@ class DrivingVecEnv(VecEnv):
         return self._td(res.obs), res.reward.reshape(-1), res.done.reshape(-1).float(), extras
 
 
-def build_actor(obs_dim: int, ppo: PPOConfig, device: torch.device | str = "cpu") -> MLPModel:
+def build_actor(
+    obs_dim: int, ppo: PPOConfig, device: torch.device | str = "cpu", num_actions: int = 2
+) -> MLPModel:
     """An rsl-rl actor of the right shape (for loading a checkpoint without a PPO object)."""
     obs = TensorDict({"policy": torch.zeros(1, obs_dim)}, batch_size=[1])
     kwargs = ppo.actor_cfg()
     kwargs.pop("class_name")
-    model = MLPModel(obs, {"actor": ["policy"]}, "actor", 2, **kwargs)
+    model = MLPModel(obs, {"actor": ["policy"]}, "actor", num_actions, **kwargs)
     return model.to(device)
+
+
+def construct_ppo(obs: TensorDict, vec: Any, ppo: PPOConfig) -> PPO:
+    """rsl-rl's PPO (actor, critic, storage, optimizer) for a VecEnv-like ``vec`` on the CPU."""
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model architectures
+        return PPO.construct_algorithm(obs, vec, ppo.rsl_cfg(), "cpu")
 
 
 def _mask_decisions(alg: PPO, valid: torch.Tensor) -> None:
@@ -349,9 +359,7 @@ class Trainer:
             action_lag_steps=spec.action_lag_steps,
         )
         self.vec = DrivingVecEnv(self.env)
-        self.rsl_cfg = spec.ppo.rsl_cfg()
-        with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model architectures
-            self.alg = PPO.construct_algorithm(self.vec.get_observations(), self.vec, self.rsl_cfg, "cpu")
+        self.alg = construct_ppo(self.vec.get_observations(), self.vec, spec.ppo)
         self.iteration = 0
         self.env_steps = 0
         self.history: list[dict[str, Any]] = []

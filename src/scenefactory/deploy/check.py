@@ -1,0 +1,137 @@
+"""The sim-to-sim check: the same exported policy, through the same runner, on the training
+simulator's settings and on MuJoCo configured differently (``deploy.robot.SIM2SIM``); torch-free.
+
+Per command and robot: ``episodes`` runs of ``seconds`` from the home pose at a random heading,
+the command held; errors (‖v*_xy − v_xy‖ [m/s], |ω*_z − ω_z| [rad/s], true body velocities)
+averaged after ``settle_s``; a run that falls is a fall. The verdict per command: sim-to-sim error
+≤ 1.5 × the training simulator's, and no falls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from scenefactory.deploy.robot import SIM2SIM, TRAINING_SIM, MujocoGo1, SimRobotConfig
+from scenefactory.deploy.runner import OnnxPolicyRunner
+
+DEPLOY_COMMANDS: tuple[tuple[float, float, float], ...] = (
+    (0.0, 0.0, 0.0),
+    (0.5, 0.0, 0.0),
+    (1.0, 0.0, 0.0),
+    (1.5, 0.0, 0.0),
+    (2.0, 0.0, 0.0),
+    (0.0, 0.0, 0.9),
+    (0.0, 0.0, -0.9),
+    (0.0, 0.0, 1.8),
+    (0.0, 0.0, -1.8),
+)
+TOLERANCE = 1.5
+"""Allowed ratio of sim-to-sim to training-simulator tracking error."""
+
+
+def _mean_ci(x: list[float]) -> tuple[float, float]:
+    if not x:
+        return math.nan, math.nan
+    a = np.asarray(x)
+    half = 1.959963984540054 * a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else 0.0
+    return float(a.mean()), float(half)
+
+
+def track(
+    runner: OnnxPolicyRunner,
+    cfg: SimRobotConfig,
+    commands: Sequence[tuple[float, float, float]],
+    episodes: int,
+    seconds: float,
+    settle_s: float,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """Tracking rows of ``runner`` on a robot simulated with ``cfg``."""
+    robot = MujocoGo1(cfg, seed=seed)
+    rng = np.random.default_rng(seed)
+    ticks = round(seconds * runner.control_hz)
+    first = round(min(settle_s, seconds / 2) * runner.control_hz)
+    rows = []
+    for cmd in commands:
+        c = np.asarray(cmd, dtype=np.float64)
+        lin, yaw, falls = [], [], 0
+        for _ in range(episodes):
+            robot.reset(yaw=float(rng.uniform(-math.pi, math.pi)))
+            runner.reset()
+            el, ey, fell = [], [], False
+            for t in range(ticks):
+                runner.step(robot, c)
+                if robot.fallen():
+                    fell = True
+                    break
+                if t >= first:
+                    v, w = robot.body_velocity()
+                    el.append(float(np.linalg.norm(v - c[:2])))
+                    ey.append(abs(w - c[2]))
+            if fell:
+                falls += 1
+            else:
+                lin.append(float(np.mean(el)))
+                yaw.append(float(np.mean(ey)))
+        lm, lh = _mean_ci(lin)
+        ym, yh = _mean_ci(yaw)
+        rows.append(
+            {
+                "command": {"vx_mps": cmd[0], "vy_mps": cmd[1], "yaw_radps": cmd[2]},
+                "episodes": episodes,
+                "lin_vel_error_mps": lm,
+                "lin_vel_error_ci95_half": lh,
+                "yaw_rate_error_radps": ym,
+                "yaw_rate_error_ci95_half": yh,
+                "falls": falls,
+            }
+        )
+    return rows
+
+
+def sim2sim(
+    runner: OnnxPolicyRunner,
+    episodes: int = 8,
+    seconds: float = 10.0,
+    settle_s: float = 2.0,
+    seed: int = 0,
+    commands: Sequence[tuple[float, float, float]] = DEPLOY_COMMANDS,
+) -> dict[str, Any]:
+    """Both robots, the comparison per command, and an overall verdict."""
+    train_rows = track(runner, TRAINING_SIM, commands, episodes, seconds, settle_s, seed)
+    s2s_rows = track(runner, SIM2SIM, commands, episodes, seconds, settle_s, seed)
+    comparison = []
+    for a, b in zip(train_rows, s2s_rows, strict=True):
+        # the primary error of a command: linear for translation commands, yaw for pure turning
+        key = (
+            "yaw_rate_error_radps"
+            if a["command"]["yaw_radps"] != 0 and a["command"]["vx_mps"] == 0
+            else "lin_vel_error_mps"
+        )
+        ratio = b[key] / a[key] if a[key] > 0 else math.nan
+        comparison.append(
+            {
+                "command": a["command"],
+                "metric": key,
+                "training_sim": a[key],
+                "sim2sim": b[key],
+                "ratio": ratio,
+                "sim2sim_falls": b["falls"],
+                "passed": bool(b["falls"] == 0 and ratio <= TOLERANCE),
+            }
+        )
+    return {
+        "training_sim": train_rows,
+        "sim2sim": s2s_rows,
+        "comparison": comparison,
+        "summary": {
+            "passed": all(c["passed"] for c in comparison),
+            "max_ratio": max(c["ratio"] for c in comparison),
+            "sim2sim_falls": sum(c["sim2sim_falls"] for c in comparison),
+            "episodes_per_command": episodes,
+        },
+    }

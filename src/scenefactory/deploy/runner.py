@@ -1,0 +1,133 @@
+"""A torch-free runner for exported Go1 policies: onnxruntime at 50 Hz on any robot interface.
+
+The robot interface (:class:`RobotInterface`) is the seam where hardware plugs in. A real Go1
+implements it over Unitree's low-level SDK (``unitree_legged_sdk`` LowCmd/LowState over UDP):
+``read`` fills the IMU gyro and quaternion and the 12 motor angles and velocities — re-ordered
+into the sidecar's joint order (FR, FL, RR, RL × hip, thigh, calf) —, ``command_pd`` writes
+``q``, ``Kp``, ``Kd`` (and ``dq = 0``, ``tau = 0``) per motor so the motor drivers close the PD loop
+at their own rate, and ``wait_for_tick`` sleeps to the next 20 ms tick. The simulated robots of
+``deploy.robot`` implement the same three calls, so what runs in the sim-to-sim check is exactly
+what would run on hardware.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import onnxruntime as ort
+
+SIDECAR_FORMAT = "scenefactory.go1_policy/1"
+
+
+@dataclass(frozen=True)
+class SensorReading:
+    """What a Go1 measures, in the sidecar's joint order."""
+
+    gyro_radps: np.ndarray
+    """(3,) trunk angular velocity, body frame."""
+    quat_wxyz: np.ndarray
+    """(4,) trunk orientation (IMU), world ← body."""
+    joint_pos_rad: np.ndarray
+    """(12,)"""
+    joint_vel_radps: np.ndarray
+    """(12,)"""
+
+
+class RobotInterface(Protocol):
+    """What the runner needs from a robot (simulated or real)."""
+
+    def read(self) -> SensorReading:
+        """Latest sensor values."""
+        ...
+
+    def command_pd(self, joint_targets: np.ndarray, kp: float, kd: float) -> None:
+        """Hand (12,) position targets and gains to the joint-level PD controllers."""
+        ...
+
+    def wait_for_tick(self) -> None:
+        """Block until the next control tick (a simulator advances its physics to it)."""
+        ...
+
+
+def projected_gravity(quat_wxyz: np.ndarray) -> np.ndarray:
+    """(3,) world gravity direction (0, 0, −1) in the body frame."""
+    w, x, y, z = (float(v) for v in quat_wxyz)
+    return -np.array([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)])
+
+
+class OnnxPolicyRunner:
+    """Loads ``go1_policy.onnx`` + ``go1_policy.json`` and turns readings into PD targets."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        """Read and check the sidecar; open the ONNX model on the CPU."""
+        root = Path(folder)
+        side = root / "go1_policy.json"
+        if not side.is_file():
+            raise FileNotFoundError(
+                f"{side}: no policy sidecar (expected a folder written by 'scenefactory export go1')"
+            )
+        try:
+            meta: dict[str, Any] = json.loads(side.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{side}: not valid JSON ({exc})") from exc
+        if meta.get("format") != SIDECAR_FORMAT:
+            raise ValueError(f"{side}: field 'format' is {meta.get('format')!r}, expected '{SIDECAR_FORMAT}'")
+        onnx_path = root / meta["onnx"]
+        if not onnx_path.is_file():
+            raise FileNotFoundError(f"{onnx_path}: the ONNX file named by {side} is missing")
+        self.meta = meta
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        self.session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        obs = meta["observation"]
+        self.history = int(obs["history"])
+        self.frame_dim = int(obs["frame_dim"])
+        self.home = np.asarray(meta["default_joint_pos_rad"], dtype=np.float64)
+        self.kp, self.kd = float(meta["kp"]), float(meta["kd"])
+        self.control_hz = float(meta["control_hz"])
+        self._frames = np.zeros((self.history, self.frame_dim), dtype=np.float32)
+        self._last_action = np.zeros(12, dtype=np.float32)
+        self._fresh = True
+
+    def reset(self) -> None:
+        """Forget the history and the last action (call when the robot is (re)started)."""
+        self._last_action[:] = 0.0
+        self._fresh = True
+
+    def frame(self, r: SensorReading, command: np.ndarray) -> np.ndarray:
+        """(45,) one observation frame in the sidecar's layout."""
+        return np.concatenate(
+            [
+                r.gyro_radps,
+                projected_gravity(r.quat_wxyz),
+                np.asarray(command, dtype=np.float64),
+                r.joint_pos_rad - self.home,
+                r.joint_vel_radps,
+                self._last_action,
+            ]
+        ).astype(np.float32)
+
+    def act(self, r: SensorReading, command: np.ndarray) -> np.ndarray:
+        """(12,) joint targets [rad] for the reading and the (vx, vy, yaw rate) command."""
+        f = self.frame(r, command)
+        if self._fresh:
+            self._frames[:] = f
+            self._fresh = False
+        else:
+            self._frames = np.roll(self._frames, 1, axis=0)
+            self._frames[0] = f
+        action, targets = self.session.run(None, {"obs": self._frames.reshape(1, -1)})
+        self._last_action = action[0].astype(np.float32)
+        return targets[0].astype(np.float64)
+
+    def step(self, robot: RobotInterface, command: np.ndarray) -> SensorReading:
+        """One control tick: read, infer, command the PD targets, wait; returns the reading used."""
+        r = robot.read()
+        robot.command_pd(self.act(r, command), self.kp, self.kd)
+        robot.wait_for_tick()
+        return r

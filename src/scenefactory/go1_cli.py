@@ -1,0 +1,97 @@
+"""The ``go1`` task's command-line flags and dispatch (``train/eval/render/bench go1``, ``export go1``,
+``deploy go1``); ``cli`` calls :func:`add_task_parser`, :func:`add_commands` and :func:`run`.
+
+When ``--checkpoint`` is omitted, eval, render, export and deploy use the policy shipped in the
+package (``scenefactory/policies/go1_robust.pt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def add_task_parser(command: str, tasks: Any) -> None:
+    """Add the ``go1`` task under ``command`` (train, eval, bench or render)."""
+    helps = {
+        "train": "train a Go1 velocity-tracking policy (PPO, asymmetric actor-critic)",
+        "eval": "tracking and push-recovery tables of a Go1 policy -> metrics.json",
+        "bench": "Go1 environment steps per second (physics + task, no learning)",
+        "render": "MP4 of a Go1 policy walking through a command sequence",
+    }
+    t = tasks.add_parser("go1", help=helps[command])
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", type=Path, required=True)
+    if command == "train":
+        t.add_argument("--envs", type=_positive, default=1024, help="robots simulated in parallel")
+        t.add_argument("--iterations", type=_positive, default=1500)
+        t.add_argument(
+            "--no-robustness",
+            action="store_true",
+            help="train without domain randomization, pushes and sensor noise (the ablation)",
+        )
+    elif command == "bench":
+        t.add_argument("--envs", type=_positive, default=1024)
+        t.add_argument("--steps", type=_positive, default=50)
+    else:
+        t.add_argument("--checkpoint", type=Path, default=None, help="policy (default: the shipped one)")
+        if command == "eval":
+            t.add_argument("--episodes", type=_positive, default=64, help="episodes per table row")
+            t.add_argument("--quick", action="store_true", help="short episodes, a smoke test")
+        if command == "render":
+            t.add_argument("--seconds", type=float, default=16.0)
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``export go1`` and ``deploy go1``."""
+    e = sub.add_parser("export", help="export a policy for deployment (ONNX + JSON sidecar)")
+    et = e.add_subparsers(dest="task", required=True)
+    eg = et.add_parser("go1", help="ONNX with normalization and action scaling inside, plus go1_policy.json")
+    eg.add_argument("--checkpoint", type=Path, default=None, help="policy (default: the shipped one)")
+    eg.add_argument("--out", type=Path, required=True)
+    d = sub.add_parser("deploy", help="run an exported policy on a robot interface with onnxruntime")
+    dt = d.add_subparsers(dest="task", required=True)
+    dg = dt.add_parser("go1", help="sim-to-sim check: MuJoCo configured unlike training, 50 Hz ONNX control")
+    dg.add_argument(
+        "--policy", type=Path, default=None, help="folder written by 'export go1' (default: export now)"
+    )
+    dg.add_argument("--episodes", type=_positive, default=8, help="runs per command")
+    dg.add_argument("--seconds", type=float, default=10.0, help="length of each run")
+    dg.add_argument("--seed", type=int, default=0)
+    dg.add_argument("--out", type=Path, required=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed ``go1`` command."""
+    from scenefactory import go1_jobs as jobs
+
+    out: dict[str, Any]
+    if args.command == "train":
+        trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, robust=not args.no_robustness)
+        print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
+        return 0
+    if args.command == "bench":
+        out = jobs.bench(args.envs, args.steps, args.seed, args.out)
+    elif args.command == "eval":
+        out = jobs.evaluate(args.checkpoint, args.episodes, args.seed, args.out, quick=args.quick)
+        out = out["summary"]
+    elif args.command == "render":
+        out = {"video": str(jobs.render(args.checkpoint, args.seconds, args.seed, args.out))}
+    elif args.command == "export":
+        out = {k: str(v) for k, v in jobs.export(args.checkpoint, args.out).items()}
+    else:
+        out = jobs.deploy(args.policy, args.episodes, args.seconds, args.seed, args.out)["summary"]
+    print(json.dumps(out))
+    return 0

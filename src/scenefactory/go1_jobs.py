@@ -1,0 +1,246 @@
+"""Go1 jobs behind the CLI: train, evaluate, render, bench, export and deploy."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from scenefactory.deploy.robot import SIM2SIM, TRAINING_SIM
+from scenefactory.errors import UserError
+from scenefactory.io import atomic_write_text, write_json
+from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec, load_go1_policy
+from scenefactory.rl.ppo import load_checkpoint, save_checkpoint
+from scenefactory.tasks.locomotion.config import Go1TaskConfig, nominal
+
+SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_robust.pt"
+"""The trained policy shipped with the package (see README: the command that made it)."""
+
+
+def train_spec(envs: int, iterations: int, seed: int, robust: bool = True) -> Go1TrainSpec:
+    """The spec ``train go1`` runs: the default task, or its nominal twin for ``--no-robustness``."""
+    task = Go1TaskConfig(num_envs=envs)
+    return Go1TrainSpec(task=task if robust else nominal(task), iterations=iterations, seed=seed)
+
+
+def train(out: Path, envs: int, iterations: int, seed: int, robust: bool = True) -> Go1Trainer:
+    """Train (or resume) a Go1 policy into ``out``; one progress line per iteration."""
+    trainer = Go1Trainer(train_spec(envs, iterations, seed, robust), out)
+    start = time.perf_counter()
+    first = trainer.iteration
+
+    def progress(row: dict[str, Any]) -> None:
+        it = row["iteration"]
+        done = it - first
+        eta = (time.perf_counter() - start) / max(1, done) * (iterations - it)
+        print(
+            f"it {it}/{iterations}  return {row['mean_return']:.2f}  episode {row['mean_episode_s']:.1f}s  "
+            f"falls {row['fall_fraction']:.2f}  track lin {row.get('term_track_lin_vel_xy', 0):.2f} "
+            f"yaw {row.get('term_track_ang_vel_z', 0):.2f}  curriculum {row['curriculum_lin_fraction']:.2f}/"
+            f"{row['curriculum_yaw_fraction']:.2f}  {row['steps_per_s']:.0f} steps/s  eta {eta / 60:.1f} min",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    trainer.run(progress)
+    return trainer
+
+
+def resolve_checkpoint(checkpoint: Path | None) -> Path:
+    """``checkpoint``, or the shipped policy when it is ``None``."""
+    if checkpoint is not None:
+        return checkpoint
+    if not SHIPPED_POLICY.is_file():
+        raise UserError(f"no --checkpoint given and the shipped policy {SHIPPED_POLICY} is missing")
+    return SHIPPED_POLICY
+
+
+def evaluate(
+    checkpoint: Path | None, episodes: int, seed: int, out: Path, quick: bool = False
+) -> dict[str, Any]:
+    """Tracking and push-recovery tables of a policy → ``out/metrics.json`` and ``out/report.md``."""
+    from scenefactory.evaluation import locomotion as ev
+
+    path = resolve_checkpoint(checkpoint)
+    policy = load_go1_policy(path)
+    cfg = ev.EvalConfig(episodes=episodes)
+    if quick:
+        cfg = ev.quick(cfg)
+    t0 = time.perf_counter()
+    tracking = ev.tracking_table(policy.task_cfg, policy.act, cfg, seed)
+    pushes = ev.push_table(policy.task_cfg, policy.act, cfg, seed)
+    result = {
+        "checkpoint": str(path),
+        "policy": policy.meta,
+        "seed": seed,
+        "eval_config": asdict(cfg),
+        "world": "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions",
+        "tracking": tracking,
+        "push_recovery": pushes,
+        "summary": ev.summarize_go1(tracking, pushes),
+        "wall_s": time.perf_counter() - t0,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "metrics.json", result)
+    atomic_write_text(out / "report.md", go1_report(result))
+    return result
+
+
+def _ci(lo_hi: list[float]) -> str:
+    return f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]"
+
+
+def go1_report(result: dict[str, Any]) -> str:
+    """Markdown tables of an evaluation result."""
+    lines = [
+        "# Go1 evaluation",
+        "",
+        f"Policy: `{result['checkpoint']}` ({result['policy']}); seed {result['seed']}; {result['world']}.",
+        "",
+        "| vx m/s | vy m/s | yaw rad/s | episodes | lin. error m/s [95% CI] | yaw error rad/s [95% CI] "
+        "| achieved vx / vy / yaw | fall rate [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["tracking"]:
+        c = r["command"]
+        lines.append(
+            f"| {c['vx_mps']:.1f} | {c['vy_mps']:.1f} | {c['yaw_radps']:.1f} | {r['episodes']} "
+            f"| {r['lin_vel_error_mps']:.3f} {_ci(r['lin_vel_error_ci95'])} "
+            f"| {r['yaw_rate_error_radps']:.3f} {_ci(r['yaw_rate_error_ci95'])} "
+            f"| {r['achieved_vx_mps']:.2f} / {r['achieved_vy_mps']:.2f} / {r['achieved_yaw_radps']:.2f} "
+            f"| {r['fall_rate']:.3f} {_ci(r['fall_rate_ci95'])} |"
+        )
+    cfg = result["eval_config"]
+    lines += [
+        "",
+        f"Push recovery: walking at {tuple(cfg['push_command'])}, kicked at {cfg['push_at_s']} s in a random "
+        f"horizontal direction; recovered = not fallen {cfg['recover_s']} s later.",
+        "",
+        "| push m/s | trials | recovered | recovery rate [95% CI] |",
+        "|---|---|---|---|",
+    ]
+    for p in result["push_recovery"]:
+        lines.append(
+            f"| {p['push_mps']:.1f} | {p['trials']} | {p['recovered']} "
+            f"| {p['recovery_rate']:.3f} {_ci(p['recovery_rate_ci95'])} |"
+        )
+    lines += ["", "Summary: " + ", ".join(f"{k} = {v:.3f}" for k, v in result["summary"].items()), ""]
+    return "\n".join(lines)
+
+
+def export(checkpoint: Path | None, out: Path) -> dict[str, Path]:
+    """ONNX + sidecar for deployment, and ``policy.pt`` (actor only, the shippable checkpoint)."""
+    from scenefactory.deploy.export import export_go1
+
+    path = resolve_checkpoint(checkpoint)
+    policy = load_go1_policy(path)
+    paths = export_go1(policy, out)
+    paths["policy"] = save_actor_only(path, out / "policy.pt")
+    return paths
+
+
+def deploy(policy_dir: Path | None, episodes: int, seconds: float, seed: int, out: Path) -> dict[str, Any]:
+    """Sim-to-sim check of an exported policy (exports the shipped one when ``policy_dir`` is None)."""
+    from scenefactory.deploy.check import sim2sim
+    from scenefactory.deploy.runner import OnnxPolicyRunner
+
+    if policy_dir is None:
+        policy_dir = out / "policy"
+        export(None, policy_dir)
+    try:
+        runner = OnnxPolicyRunner(policy_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UserError(str(exc)) from exc
+    t0 = time.perf_counter()
+    result = sim2sim(runner, episodes=episodes, seconds=seconds, seed=seed)
+    result.update(
+        {"policy_dir": str(policy_dir), "seed": seed, "seconds": seconds, "wall_s": time.perf_counter() - t0}
+    )
+    result["robots"] = {"training_sim": asdict(TRAINING_SIM), "sim2sim": asdict(SIM2SIM)}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "sim2sim.json", result)
+    atomic_write_text(out / "report.md", deploy_report(result))
+    return result
+
+
+def deploy_report(result: dict[str, Any]) -> str:
+    """Markdown table of a sim-to-sim check."""
+    lines = [
+        "# Go1 sim-to-sim check",
+        "",
+        f"Policy: `{result['policy_dir']}`; {result['summary']['episodes_per_command']} runs of "
+        f"{result['seconds']} s per command; seed {result['seed']}.",
+        f"Sim-to-sim robot: {result['robots']['sim2sim']}",
+        "",
+        "| vx | vy | yaw | metric | training sim | sim-to-sim | ratio | sim-to-sim falls | pass |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in result["comparison"]:
+        k = c["command"]
+        lines.append(
+            f"| {k['vx_mps']:.1f} | {k['vy_mps']:.1f} | {k['yaw_radps']:.1f} | {c['metric']} "
+            f"| {c['training_sim']:.3f} | {c['sim2sim']:.3f} | {c['ratio']:.2f} | {c['sim2sim_falls']} "
+            f"| {'yes' if c['passed'] else 'NO'} |"
+        )
+    s = result["summary"]
+    lines += ["", f"Verdict: {'passed' if s['passed'] else 'FAILED'} (max ratio {s['max_ratio']:.2f}).", ""]
+    return "\n".join(lines)
+
+
+def save_actor_only(checkpoint: Path, dest: Path) -> Path:
+    """A checkpoint with only what acting needs (actor weights + configs), a few hundred KB."""
+    data = load_checkpoint(checkpoint)
+    keep = (
+        "format",
+        "task",
+        "seed",
+        "iteration",
+        "env_steps",
+        "obs_dim",
+        "task_cfg",
+        "ppo_cfg",
+        "actor_state_dict",
+    )
+    small = {k: data[k] for k in keep if k in data}
+    save_checkpoint(dest, small)
+    return dest
+
+
+def bench(envs: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
+    """Environment steps per second of the training task (random actions, no learning) → JSON."""
+    import torch
+
+    from scenefactory.tasks.locomotion.env import Go1Env
+
+    env = Go1Env(Go1TaskConfig(num_envs=envs), seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(5):
+        env.step(0.3 * torch.randn(envs, 12, generator=gen))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.step(0.3 * torch.randn(envs, 12, generator=gen))
+    wall = time.perf_counter() - t0
+    result = {
+        "task": "go1",
+        "envs": envs,
+        "steps": steps,
+        "physics_hz": env.cfg.physics_hz,
+        "policy_hz": env.cfg.policy_hz,
+        "threads": torch.get_num_threads(),
+        "env_steps_per_s": envs * steps / wall,
+        "physics_steps_per_s": envs * steps * env.cfg.decimation / wall,
+        "seed": seed,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "bench.json", result)
+    return result
+
+
+def render(checkpoint: Path | None, seconds: float, seed: int, out: Path) -> Path:
+    """MP4 of the policy following a command sequence (MuJoCo's offscreen renderer)."""
+    from scenefactory.evaluation.render_go1 import render_go1
+
+    policy = load_go1_policy(resolve_checkpoint(checkpoint))
+    return render_go1(policy, out / "go1.mp4", seconds=seconds, seed=seed)

@@ -1,0 +1,287 @@
+"""PPO on the Go1 velocity-tracking task: the VecEnv view, training loop, checkpoints and resume.
+
+rsl-rl itself is reached only through ``rl.ppo`` (``construct_ppo``, ``build_actor``). The actor
+reads the ``policy`` observation group (what a real robot measures, with history), the critic the
+``critic`` group (clean frame + privileged state): an asymmetric actor–critic.
+
+Output folder: ``config.json``, ``history.json`` (one row per iteration), ``checkpoints/
+model_<it>.pt`` and ``checkpoints/latest.pt`` (atomic writes; a crash leaves the last good one),
+``tensorboard/``. Re-running the same command on the same folder resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from scenefactory.errors import CheckpointError
+from scenefactory.io import write_json
+from scenefactory.rl.ppo import (
+    CHECKPOINT_FORMAT,
+    PPOConfig,
+    build_actor,
+    construct_ppo,
+    load_checkpoint,
+    ppo_config_from_dict,
+    save_checkpoint,
+    seed_everything,
+)
+from scenefactory.tasks.locomotion.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
+from scenefactory.tasks.locomotion.env import Go1Env, LocoStep
+
+TASK = "go1"
+
+
+def go1_ppo_config() -> PPOConfig:
+    """Isaac Lab's flat-velocity PPO recipe, with smaller networks so the policy ships (~300 KB)."""
+    return PPOConfig(
+        num_steps_per_env=24,
+        num_learning_epochs=5,
+        num_mini_batches=4,
+        learning_rate=1e-3,
+        entropy_coef=0.01,
+        init_noise_std=1.0,
+        actor_hidden_dims=(256, 128, 64),
+        critic_hidden_dims=(256, 128, 64),
+        save_interval=25,
+        critic_obs_group="critic",
+    )
+
+
+class Go1VecEnv:
+    """rsl-rl's view of a :class:`Go1Env` (``num_envs`` robots, 12 actions, auto-reset)."""
+
+    def __init__(self, env: Go1Env) -> None:
+        """Wrap ``env``; the last step stays available as ``last``."""
+        self.env = env
+        self.num_envs = env.num_envs
+        self.num_actions = env.num_actions
+        self.max_episode_length = env.cfg.max_steps
+        self.device = torch.device("cpu")
+        self.cfg = task_config_to_dict(env.cfg)
+        self.episode_length_buf = torch.from_numpy(env.step_count.copy())
+        self.last: LocoStep | None = None
+
+    def _td(self, actor: torch.Tensor, critic: torch.Tensor) -> TensorDict:
+        return TensorDict({"policy": actor, "critic": critic}, batch_size=[self.num_envs])
+
+    def get_observations(self) -> TensorDict:
+        """``{"policy": (N, H·45), "critic": (N, 73)}``."""
+        return self._td(*self.env.observations())
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """rsl-rl's (obs, rewards, dones, extras); time-outs are bootstrapped."""
+        res = self.env.step(actions)
+        self.last = res
+        self.episode_length_buf = torch.from_numpy(self.env.step_count.copy())
+        extras = {"time_outs": res.time_out.float()}
+        return self._td(res.actor_obs, res.critic_obs), res.reward, res.done.float(), extras
+
+
+@dataclass(frozen=True)
+class Go1TrainSpec:
+    """Everything that defines a Go1 training run (``config.json``)."""
+
+    task: Go1TaskConfig = field(default_factory=Go1TaskConfig)
+    ppo: PPOConfig = field(default_factory=go1_ppo_config)
+    iterations: int = 1000
+    seed: int = 0
+
+
+def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
+    """JSON-ready form of a spec."""
+    return {
+        "task": task_config_to_dict(spec.task),
+        "ppo": asdict(spec.ppo),
+        "iterations": spec.iterations,
+        "seed": spec.seed,
+    }
+
+
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x))
+
+
+class Go1Trainer:
+    """PPO on :class:`Go1Env` with curriculum, checkpoints, resume, TensorBoard and history."""
+
+    def __init__(
+        self, spec: Go1TrainSpec, out_dir: str | os.PathLike[str], nthread: int | None = None
+    ) -> None:
+        """Build env and algorithm; resume from ``out_dir/checkpoints/latest.pt`` if it exists."""
+        self.spec = spec
+        self.out = Path(out_dir)
+        self.ckpt_dir = self.out / "checkpoints"
+        seed_everything(spec.seed)
+        self.env = Go1Env(spec.task, seed=spec.seed, nthread=nthread, randomize_episode_start=True)
+        self.vec = Go1VecEnv(self.env)
+        self.alg = construct_ppo(self.vec.get_observations(), self.vec, spec.ppo)
+        self.iteration = 0
+        self.env_steps = 0
+        self.history: list[dict[str, Any]] = []
+        latest = self.ckpt_dir / "latest.pt"
+        if latest.exists():
+            self._resume(latest)
+
+    def _resume(self, path: Path) -> None:
+        data = load_checkpoint(path)
+        saved, mine = data.get("spec") or {}, _jsonable(spec_to_dict(self.spec))
+        for key in ("task", "ppo", "seed"):
+            if saved.get(key) != mine[key]:
+                raise CheckpointError(
+                    f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
+                    f"(use another --out folder or the same settings)"
+                )
+        self.alg.load(data, None, strict=True)
+        self.iteration = int(data["iteration"])
+        self.env_steps = int(data["env_steps"])
+        self.history = list(data.get("history", []))
+        torch.set_rng_state(data["torch_rng"])
+        self.env.rng.bit_generator.state = data["env_rng"]
+        self.env.lin_fraction = float(data["curriculum"]["lin_fraction"])
+        self.env.yaw_fraction = float(data["curriculum"]["yaw_fraction"])
+
+    def _payload(self) -> dict[str, Any]:
+        saved = self.alg.save()
+        saved.update(
+            {
+                "format": CHECKPOINT_FORMAT,
+                "task": TASK,
+                "seed": self.spec.seed,
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "obs_dim": int(self.vec.get_observations()["policy"].shape[1]),
+                "task_cfg": task_config_to_dict(self.spec.task),
+                "ppo_cfg": asdict(self.spec.ppo),
+                "spec": _jsonable(spec_to_dict(self.spec)),
+                "history": self.history,
+                "curriculum": {"lin_fraction": self.env.lin_fraction, "yaw_fraction": self.env.yaw_fraction},
+                "torch_rng": torch.get_rng_state(),
+                "env_rng": self.env.rng.bit_generator.state,
+            }
+        )
+        return saved
+
+    def save(self) -> Path:
+        """Write ``model_<it>.pt`` and ``latest.pt`` atomically; returns the latest path."""
+        payload = self._payload()
+        save_checkpoint(self.ckpt_dir / f"model_{self.iteration}.pt", payload)
+        save_checkpoint(self.ckpt_dir / "latest.pt", payload)
+        return self.ckpt_dir / "latest.pt"
+
+    def run(self, on_iteration: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        """Train until ``spec.iterations`` iterations are done (continuing a resumed run)."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_json(self.out / "config.json", spec_to_dict(self.spec))
+        writer = SummaryWriter(log_dir=str(self.out / "tensorboard"), flush_secs=10)
+        alg, vec, t_steps = self.alg, self.vec, self.spec.ppo.num_steps_per_env
+        n = vec.num_envs
+        ret = torch.zeros(n)
+        ep_len = torch.zeros(n)
+        obs = vec.get_observations()
+        alg.train_mode()
+        try:
+            while self.iteration < self.spec.iterations:
+                t0 = time.perf_counter()
+                returns, lengths, falls, timeouts = [], [], 0, 0
+                term_sums: dict[str, float] = {}
+                with torch.inference_mode():
+                    for _ in range(t_steps):
+                        actions = alg.act(obs)
+                        obs, rewards, dones, extras = vec.step(actions)
+                        alg.process_env_step(obs, rewards, dones, extras)
+                        res = vec.last
+                        assert res is not None
+                        for k, v in res.terms.items():
+                            term_sums[k] = term_sums.get(k, 0.0) + float(v.mean())
+                        ret += rewards
+                        ep_len += 1
+                        ended = dones.bool()
+                        if ended.any():
+                            returns.append(ret[ended].clone())
+                            lengths.append(ep_len[ended].clone())
+                            falls += int(res.terminated.sum())
+                            timeouts += int(res.time_out.sum())
+                            ret[ended] = 0.0
+                            ep_len[ended] = 0.0
+                    t1 = time.perf_counter()
+                    alg.compute_returns(obs)
+                losses = alg.update()
+                t2 = time.perf_counter()
+                curriculum = self.env.update_curriculum()
+                self.iteration += 1
+                self.env_steps += t_steps * n
+                r = torch.cat(returns) if returns else torch.zeros(0)
+                ln = torch.cat(lengths) if lengths else torch.zeros(0)
+                row: dict[str, Any] = {
+                    "iteration": self.iteration,
+                    "env_steps": self.env_steps,
+                    "mean_return": float(r.mean()) if r.numel() else float("nan"),
+                    "mean_episode_s": float(ln.mean()) * self.env.cfg.dt if ln.numel() else float("nan"),
+                    "fall_fraction": falls / max(1, falls + timeouts),
+                    "steps_per_s": t_steps * n / (t2 - t0),
+                    "collect_s": t1 - t0,
+                    "learn_s": t2 - t1,
+                    "action_std": float(alg.get_policy().output_std.mean().detach()),
+                    **{f"loss_{k}": float(v) for k, v in losses.items()},
+                    **{f"term_{k}": v / t_steps for k, v in term_sums.items()},
+                    **{f"curriculum_{k}": v for k, v in curriculum.items()},
+                }
+                self.history.append(row)
+                for k, v in row.items():
+                    if k != "iteration" and isinstance(v, float) and np.isfinite(v):
+                        writer.add_scalar(k, v, self.iteration)
+                if (
+                    self.iteration % self.spec.ppo.save_interval == 0
+                    or self.iteration == self.spec.iterations
+                ):
+                    self.save()
+                    write_json(self.out / "history.json", self.history)
+                if on_iteration is not None:
+                    on_iteration(row)
+        finally:
+            writer.close()
+        return self.history
+
+
+@dataclass(frozen=True)
+class Go1Policy:
+    """A Go1 actor restored from a checkpoint: deterministic actions from actor observations."""
+
+    actor: Any
+    task_cfg: Go1TaskConfig
+    ppo_cfg: PPOConfig
+    meta: dict[str, Any]
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Mean action (N, 12) for actor observations (N, H·45)."""
+        return self.actor(TensorDict({"policy": obs}, batch_size=[obs.shape[0]]))
+
+
+def load_go1_policy(path: str | os.PathLike[str]) -> Go1Policy:
+    """Restore the actor of a Go1 checkpoint (a training checkpoint or the shipped policy file)."""
+    data = load_checkpoint(path)
+    if data.get("task") != TASK:
+        raise CheckpointError(f"{path}: checkpoint is for task '{data.get('task')}', expected '{TASK}'")
+    task_cfg = task_config_from_dict(data["task_cfg"])
+    ppo_cfg = ppo_config_from_dict(data["ppo_cfg"])
+    actor = build_actor(int(data["obs_dim"]), ppo_cfg, num_actions=12)
+    try:
+        actor.load_state_dict(data["actor_state_dict"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{path}: actor weights do not fit the saved config ({exc})") from exc
+    actor.eval()
+    meta: dict[str, Any] = {k: data[k] for k in ("iteration", "env_steps", "seed", "obs_dim") if k in data}
+    return Go1Policy(actor, task_cfg, ppo_cfg, meta)

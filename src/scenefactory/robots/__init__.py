@@ -1,0 +1,1 @@
+"""Robot model builders and their constants (legged robots; cars live in ``vehicles``)."""

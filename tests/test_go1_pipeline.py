@@ -1,0 +1,184 @@
+"""Go1 end to end on tiny settings: train → resume → eval → export (ONNX = torch) → torch-free
+deploy runner → sim-to-sim check, and the user errors of the go1 commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from scenefactory import go1_jobs
+from scenefactory.cli import main
+from scenefactory.deploy.export import DeployPolicy, export_go1
+from scenefactory.deploy.robot import SIM2SIM, MujocoGo1
+from scenefactory.deploy.runner import OnnxPolicyRunner
+from scenefactory.errors import CheckpointError
+from scenefactory.evaluation import locomotion as ev
+from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
+from scenefactory.rl.ppo import load_checkpoint
+from scenefactory.robots import go1
+from scenefactory.tasks.locomotion.config import Go1TaskConfig
+
+
+def tiny_spec(iterations: int = 2) -> Go1TrainSpec:
+    ppo = replace(go1_ppo_config(), num_steps_per_env=4, save_interval=1, num_mini_batches=2)
+    return Go1TrainSpec(task=Go1TaskConfig(num_envs=8), ppo=ppo, iterations=iterations, seed=5)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("go1")
+    Go1Trainer(tiny_spec(2), out, nthread=1).run()
+    return out
+
+
+def test_training_writes_checkpoints_and_history(trained: Path) -> None:
+    data = load_checkpoint(trained / "checkpoints" / "latest.pt")
+    assert data["task"] == "go1" and data["iteration"] == 2
+    assert (trained / "checkpoints" / "model_1.pt").is_file()
+    hist = json.loads((trained / "history.json").read_text())
+    assert [h["iteration"] for h in hist] == [1, 2]
+    assert all(np.isfinite(h["loss_surrogate"]) for h in hist)
+    assert "critic" in str(data["ppo_cfg"]["critic_obs_group"])
+
+
+def test_resume_continues_and_refuses_other_settings(trained: Path, tmp_path: Path) -> None:
+    out = tmp_path / "copy"
+    out.mkdir()
+    (out / "checkpoints").mkdir()
+    (out / "checkpoints" / "latest.pt").write_bytes((trained / "checkpoints" / "latest.pt").read_bytes())
+    t = Go1Trainer(tiny_spec(3), out, nthread=1)
+    assert t.iteration == 2
+    t.run()
+    assert load_checkpoint(out / "checkpoints" / "latest.pt")["iteration"] == 3
+    other = replace(tiny_spec(3), seed=6)
+    with pytest.raises(CheckpointError, match="'seed' differs"):
+        Go1Trainer(other, out, nthread=1)
+
+
+def test_export_round_trip_onnx_equals_torch(trained: Path, tmp_path: Path) -> None:
+    policy = load_go1_policy(trained / "checkpoints" / "latest.pt")
+    with torch.no_grad():  # non-trivial normalizer statistics, so normalization is really exercised
+        policy.actor.obs_normalizer._mean.uniform_(-1.0, 1.0)
+        policy.actor.obs_normalizer._std.uniform_(0.5, 2.0)
+    paths = export_go1(policy, tmp_path)
+    obs = torch.randn(16, policy.task_cfg.history * 45, generator=torch.Generator().manual_seed(0)) * 2
+    sess = ort.InferenceSession(str(paths["onnx"]), providers=["CPUExecutionProvider"])
+    action, targets = sess.run(None, {"obs": obs.numpy()})
+    with torch.no_grad():
+        ref_action, ref_targets = DeployPolicy(policy)(obs)
+        act = policy.act(obs).clamp(-policy.task_cfg.action_clip, policy.task_cfg.action_clip)
+    np.testing.assert_allclose(action, ref_action.numpy(), atol=1e-5)
+    np.testing.assert_allclose(action, act.numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        targets, go1.default_joint_pos() + policy.task_cfg.action_scale * action, atol=1e-5
+    )
+    np.testing.assert_allclose(targets, ref_targets.numpy(), atol=1e-5)
+    side = json.loads(paths["sidecar"].read_text())
+    assert side["joint_names"] == list(go1.JOINT_NAMES)
+    assert side["control_hz"] == 50.0 and side["kp"] == go1.DEFAULT_KP
+    assert side["observation"]["history"] == 3 and side["observation"]["frame_dim"] == 45
+
+
+def test_deploy_runner_needs_no_torch(trained: Path, tmp_path: Path) -> None:
+    export_go1(load_go1_policy(trained / "checkpoints" / "latest.pt"), tmp_path)
+    code = (
+        "import sys, numpy as np\n"
+        "from scenefactory.deploy.runner import OnnxPolicyRunner\n"
+        "from scenefactory.deploy.robot import MujocoGo1, SIM2SIM\n"
+        f"r = OnnxPolicyRunner({str(tmp_path)!r}); robot = MujocoGo1(SIM2SIM)\n"
+        "for _ in range(5): r.step(robot, np.array([0.5, 0.0, 0.0]))\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_runner_history_matches_the_training_observations(trained: Path, tmp_path: Path) -> None:
+    """The runner's stacked frames are the env's: the same reading → the same first frame."""
+    export_go1(load_go1_policy(trained / "checkpoints" / "latest.pt"), tmp_path)
+    runner = OnnxPolicyRunner(tmp_path)
+    robot = MujocoGo1()
+    r = robot.read()
+    runner.act(r, np.array([1.0, 0.0, 0.5]))
+    f = runner._frames
+    assert (f[0] == f[1]).all() and (f[1] == f[2]).all()
+    np.testing.assert_allclose(f[0][3:6], [0.0, 0.0, -1.0], atol=1e-6)
+    np.testing.assert_allclose(f[0][6:9], [1.0, 0.0, 0.5])
+    runner.act(robot.read(), np.array([1.0, 0.0, 0.5]))
+    assert not (runner._frames[0][33:45] == 0).all()  # last action now filled in
+    np.testing.assert_allclose(runner._frames[1][:33], f[0][:33])
+
+
+def test_sim2sim_robot_delays_actuation() -> None:
+    robot = MujocoGo1(SIM2SIM)
+    assert robot.substeps == 20 and robot._delay_steps == 10
+    home = go1.default_joint_pos()
+    robot.command_pd(home + 0.3, 35.0, 0.5)
+    assert np.allclose(robot._active[0], home)
+    robot.wait_for_tick()
+    np.testing.assert_allclose(robot._active[0], home + 0.3)
+    assert robot.model.opt.timestep == pytest.approx(0.001)
+
+
+def test_runner_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"go1_policy\.json"):
+        OnnxPolicyRunner(tmp_path)
+    (tmp_path / "go1_policy.json").write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match="'format'"):
+        OnnxPolicyRunner(tmp_path)
+
+
+def test_eval_tables_on_a_tiny_case(trained: Path) -> None:
+    policy = load_go1_policy(trained / "checkpoints" / "latest.pt")
+    cfg = replace(
+        ev.quick(ev.EvalConfig(episodes=2)),
+        commands=((0.0, 0.0, 0.0), (2.0, 0.0, 0.0)),
+        push_magnitudes_mps=(0.5, 3.0),
+    )
+    rows = ev.tracking_table(policy.task_cfg, policy.act, cfg)
+    assert len(rows) == 2 and all(r["episodes"] == 2 for r in rows)
+    for r in rows:
+        assert r["falls"] == 2 or np.isfinite(r["lin_vel_error_mps"])
+    # an untrained policy barely moves: commanded 2 m/s it is ~2 m/s off
+    assert rows[1]["falls"] == 2 or rows[1]["lin_vel_error_mps"] > 1.0
+    pushes = ev.push_table(policy.task_cfg, policy.act, cfg)
+    assert [p["push_mps"] for p in pushes] == [0.5, 3.0]
+    summary = ev.summarize_go1(rows, pushes)
+    assert "vx_2.0_lin_error_mps" in summary or rows[1]["falls"] == 2
+
+
+def test_cli_eval_export_deploy_and_errors(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = str(trained / "checkpoints" / "latest.pt")
+    assert main(["export", "go1", "--checkpoint", ckpt, "--out", str(tmp_path / "exp")]) == 0
+    small = tmp_path / "exp" / "policy.pt"
+    assert small.stat().st_size < 600_000
+    assert load_go1_policy(small).meta["iteration"] == 2
+    args = ["deploy", "go1", "--policy", str(tmp_path / "exp"), "--episodes", "1", "--seconds", "0.4"]
+    assert main([*args, "--out", str(tmp_path / "dep")]) == 0
+    report = json.loads((tmp_path / "dep" / "sim2sim.json").read_text())
+    assert len(report["comparison"]) == 9 and "passed" in report["summary"]
+    assert main(["eval", "go1", "--checkpoint", str(tmp_path / "nope.pt"), "--out", str(tmp_path / "e")]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err
+    assert main(["deploy", "go1", "--policy", str(tmp_path / "missing"), "--out", str(tmp_path / "d")]) == 2
+
+
+def test_shipped_policy_is_small_and_loads() -> None:
+    path = go1_jobs.SHIPPED_POLICY
+    if not path.exists():
+        pytest.skip("no shipped policy in this checkout yet")
+    assert path.stat().st_size < 600_000
+    policy = load_go1_policy(path)
+    obs = torch.zeros(2, policy.task_cfg.history * 45)
+    assert policy.act(obs).shape == (2, 12)
