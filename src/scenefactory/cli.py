@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -117,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     cd.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
     cd.add_argument("--action-lag-steps", type=_nonnegative, default=0, help=LAG_HELP)
     cd.add_argument("--out", type=Path, required=True)
+    cl = colt.add_parser("logs", help="transitions of the logged drivers of converted scenes (WOMD)")
+    cl.add_argument("--scenes", type=Path, required=True, help="folder of converted scene JSON files")
+    cl.add_argument("--out", type=Path, required=True)
 
     fd = sub.add_parser("fit-dynamics", help="fit a learned dynamics model to a transition dataset")
     fd.add_argument("--data", type=Path, required=True, help="folder written by 'collect drive'")
@@ -137,13 +141,24 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--out", type=Path, required=True)
 
     x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
-    xt = x.add_subparsers(dest="task", required=True)
-    xx = xt.add_parser("transfer", help="2x2 table: train kinematic/mujoco x evaluate kinematic/mujoco")
-    xx.add_argument("--checkpoint", action="append", default=[], metavar="TIER=PATH", type=_tier_path)
-    xx.add_argument("--episodes", type=_positive, default=100, help="held-out scenes per cell")
-    xx.add_argument("--iterations", type=_positive, default=200, help="PPO iterations for tiers trained here")
-    xx.add_argument("--seed", type=int, default=0)
-    xx.add_argument("--out", type=Path, required=True)
+    from scenefactory.experiments import EXPERIMENTS
+
+    x.add_argument("name", metavar="NAME", help="one of: " + ", ".join(EXPERIMENTS))
+    x.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="KIND=PATH",
+        type=_tier_path,
+        help="a trained policy to use instead of training one (repeatable: one per seed)",
+    )
+    x.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of a few minutes")
+    x.add_argument("--seeds", type=_positive, default=None, help="training seeds per policy kind")
+    x.add_argument("--episodes", type=_positive, default=None, help="held-out scenes per evaluation")
+    x.add_argument("--iterations", type=_positive, default=None, help="PPO iterations of policies trained")
+    x.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON (log-grounding)")
+    x.add_argument("--seed", type=int, default=0, help="first training seed, and the evaluation seed")
+    x.add_argument("--out", type=Path, required=True)
 
     for name, helptext in (
         ("train", "train a policy with PPO"),
@@ -297,7 +312,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(f"scenefactory: corrupt input: {problem}", file=sys.stderr)
         return 1 if summary["corrupt"] and not args.skip_bad else 0
     elif args.command == "collect":
-        meta = drive.collect(args)
+        meta = drive.collect_logs(args.scenes, args.out) if args.task == "logs" else drive.collect(args)
         print(json.dumps({k: meta[k] for k in ("engine", "transitions", "shards", "policies_used")}))
     elif args.command == "fit-dynamics":
         metrics = drive.fit_dynamics_cmd(
@@ -321,8 +336,22 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"budget_transitions": config["budget_transitions"], **config["heldout"]}))
         print(f"grounding: {args.out}  (use --engine grounded --grounding {args.out})")
     elif args.command == "experiment":
-        drive.experiment_transfer(dict(args.checkpoint), args.episodes, args.seed, args.iterations, args.out)
-        print(f"transfer table: {args.out / 'transfer.md'}")
+        from scenefactory.experiments import ExperimentArgs, run_experiment
+
+        command = shlex.join(["scenefactory", *(sys.argv[1:] if argv is None else argv)])
+        xargs = ExperimentArgs(
+            out=args.out,
+            quick=args.quick,
+            seeds=args.seeds,
+            seed=args.seed,
+            checkpoints=tuple(args.checkpoint),
+            episodes=args.episodes,
+            iterations=args.iterations,
+            scenes_dir=args.scenes,
+            command=command,
+        )
+        run_experiment(args.name, xargs)
+        print(f"report: {args.out / 'report.md'}")
     elif args.command == "validate":
         result = drive.validate(args.surface, args.physics_hz, args.out)
         print(

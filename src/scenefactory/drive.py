@@ -472,6 +472,14 @@ def collect(args: Any) -> dict[str, Any]:
         )
 
 
+def collect_logs(scenes_dir: Path, out: Path) -> dict[str, Any]:
+    """``scenefactory collect logs``: converted scenes' logged trajectories as a transition dataset
+    (see ``grounding.log_dataset``)."""
+    from scenefactory.grounding.log_dataset import write_log_dataset
+
+    return write_log_dataset(load_scene_dir(scenes_dir), out, source=str(scenes_dir))
+
+
 def fit_dynamics_cmd(
     data: Path, kind: str, history: int | None, epochs: int, seed: int, out: Path
 ) -> dict[str, Any]:

@@ -12,6 +12,7 @@ a collision therefore never pays more than the collision it avoids.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,27 @@ class ObservationConfig:
             raise ValueError("route_lookahead_m must be a non-empty tuple of positive distances")
 
 
+@dataclass(frozen=True)
+class FrictionChange:
+    """An abrupt change of road friction inside every episode (e.g. dry asphalt → ice).
+
+    When a world's episode has run ``at_step`` policy steps (time ``at_step · dt_s``), its road
+    friction becomes ``mu`` — in the engine (``Engine.set_friction``) and in the friction
+    observation alike — for the rest of the episode; the dynamics of step ``at_step`` onward (0-based)
+    run on the new road. A world reset restores the scene's own (or randomized) friction.
+    """
+
+    at_step: int
+    mu: float
+
+    def __post_init__(self) -> None:
+        """Check the step and the friction coefficient."""
+        if isinstance(self.at_step, bool) or not isinstance(self.at_step, int) or self.at_step < 1:
+            raise ValueError(f"FrictionChange.at_step must be an integer >= 1, got {self.at_step!r}")
+        if not (math.isfinite(self.mu) and self.mu > 0.0):
+            raise ValueError(f"FrictionChange.mu must be a positive number, got {self.mu!r}")
+
+
 def _default_rewards() -> tuple[RewardTerm, ...]:
     from scenefactory.tasks.driving import rewards as r
 
@@ -76,7 +98,9 @@ class DrivingTaskConfig:
 
     ``water_film_randomization_mm`` (low, high): when set, every world reset draws a water film
     uniformly from it and sets the world's road friction from the scene's surface through the
-    friction model (domain randomization of road conditions); ``None`` keeps each scene's own."""
+    friction model (domain randomization of road conditions); ``None`` keeps each scene's own.
+    ``friction_change`` (a :class:`FrictionChange`): a scheduled change of road friction inside
+    every episode; ``None`` (the default) leaves the road as the episode started."""
 
     num_worlds: int = 64
     agents_per_world: int = 8
@@ -86,6 +110,7 @@ class DrivingTaskConfig:
     offroad_tolerance_m: float = 0.5
     progress_clip_m: float = 2.0
     water_film_randomization_mm: tuple[float, float] | None = None
+    friction_change: FrictionChange | None = None
     observations: ObservationConfig = field(default_factory=ObservationConfig)
     rewards: tuple[RewardTerm, ...] = field(default_factory=_default_rewards)
     vehicle: VehicleParams = field(default_factory=VehicleParams)
@@ -105,6 +130,11 @@ class DrivingTaskConfig:
             raise ValueError(
                 f"water_film_randomization_mm must be (low, high) with 0 <= low <= high, got {wf}"
             )
+        fc = self.friction_change
+        if fc is not None and fc.at_step >= self.max_steps:
+            raise ValueError(
+                f"friction_change.at_step {fc.at_step} never comes: episodes last {self.max_steps} steps"
+            )
         names = [t.name for t in self.rewards]
         if len(set(names)) != len(names):
             raise ValueError(f"reward term names must be unique, got {names}")
@@ -122,8 +152,11 @@ class DrivingTaskConfig:
 
 
 def task_config_to_dict(cfg: DrivingTaskConfig) -> dict[str, Any]:
-    """JSON-ready form of a task config (reward terms by function name and weight)."""
+    """JSON-ready form of a task config (reward terms by function name and weight); an absent
+    ``friction_change`` is left out, so configs without one read as they did before it existed."""
     out = asdict(replace(cfg, rewards=()))
+    if cfg.friction_change is None:
+        del out["friction_change"]
     out["rewards"] = [{"name": t.name, "fn": t.fn.__name__, "weight": t.weight} for t in cfg.rewards]
     out["observations"]["route_lookahead_m"] = list(cfg.observations.route_lookahead_m)
     return out
@@ -142,6 +175,7 @@ def task_config_from_dict(data: dict[str, Any]) -> DrivingTaskConfig:
             )
         terms.append(RewardTerm(t["name"], REWARD_FUNCTIONS[t["fn"]], float(t["weight"])))
     wf = data.pop("water_film_randomization_mm", None)
+    fc = data.pop("friction_change", None)
     obs = dict(data.pop("observations"))
     obs["route_lookahead_m"] = tuple(obs["route_lookahead_m"])
     return DrivingTaskConfig(
@@ -149,5 +183,6 @@ def task_config_from_dict(data: dict[str, Any]) -> DrivingTaskConfig:
         vehicle=VehicleParams(**data.pop("vehicle")),
         rewards=tuple(terms),
         water_film_randomization_mm=None if wf is None else (float(wf[0]), float(wf[1])),
+        friction_change=None if fc is None else FrictionChange(int(fc["at_step"]), float(fc["mu"])),
         **data,
     )

@@ -15,7 +15,8 @@ Order of phases in :meth:`DrivingEnv.step` (written down once, here):
 3. terminations: collision > off-road > goal (one outcome per agent), then the world time-out;
 4. rewards: Σ weight · term(ctx) over the configured terms, zero for agents inactive at the start;
 5. episode statistics (peak DRAC, minimum TTC, progress) and records of finished agent-episodes;
-6. deactivate finished agents; reset worlds with no active agent left or out of time;
+6. deactivate finished agents; reset worlds with no active agent left or out of time; then the
+   scheduled friction change (``cfg.friction_change``) of worlds whose episode reached its step;
 7. observations of every agent (fresh for worlds that were just reset).
 """
 
@@ -381,6 +382,7 @@ class DrivingEnv:
         world_done = ~self.active.any(-1) | timed_out_world
         reset_ids = world_done.nonzero().squeeze(-1)
         self.reset_worlds(reset_ids)
+        self._scheduled_friction_change()
         # 7. observations
         st_now = self.engine.state() if reset_ids.numel() else st
         ttc_now = self._pairwise(self._objects(st_now))[0] if reset_ids.numel() else ttc
@@ -396,6 +398,18 @@ class DrivingEnv:
             reward_terms=terms,
             state=post_state,
         )
+
+    def _scheduled_friction_change(self) -> None:
+        """Worlds whose episode has just run ``friction_change.at_step`` steps get its friction, in the
+        engine and in the observation (a reset world is at step 0, so it never matches)."""
+        fc = self.cfg.friction_change
+        if fc is None:
+            return
+        ids = (self.step_count == fc.at_step).nonzero().squeeze(-1)
+        if ids.numel():
+            mu = torch.full((int(ids.numel()),), fc.mu, device=self.device)
+            self.friction[ids] = mu
+            self.engine.set_friction(ids, mu)
 
     def _track_log(self, pos_xy: torch.Tensor, was_active: torch.Tensor) -> None:
         """Accumulate the distance to the logged position at this step (where a log exists)."""

@@ -1,0 +1,255 @@
+"""What every experiment shares: its arguments and sizes, the registry entry, policies (given as
+checkpoints or trained here, one per seed), pooled evaluation with confidence intervals, and
+differences between two conditions with their intervals.
+
+Heavy modules (rsl-rl, the renderer) are imported inside the functions that need them, so the
+command line can list the experiments without loading them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from rich.console import Console
+
+from scenefactory.errors import UserError
+from scenefactory.evaluation.metrics import Z95, EpisodeLog, summarize
+from scenefactory.scenes.friction import RoadCondition
+from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving.config import DrivingTaskConfig
+
+if TYPE_CHECKING:
+    from scenefactory.rl.ppo import TrainSpec
+    from scenefactory.tasks.driving.env import FinishedEpisodes
+
+console = Console(stderr=True)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big a run is.
+
+    ``seeds`` training seeds per policy kind (each trains one policy; given checkpoints replace
+    them); a training run of ``train_worlds`` × ``train_agents`` agents for ``iterations`` PPO
+    iterations on ``train_scenes`` procedural scenes; ``episodes`` held-out scenes per evaluation,
+    played ``eval_worlds`` at a time.
+    """
+
+    seeds: int
+    train_worlds: int
+    train_agents: int
+    iterations: int
+    train_scenes: int
+    episodes: int
+    eval_worlds: int = 64
+
+    def __post_init__(self) -> None:
+        """Every size must be a positive integer."""
+        for name, value in vars(self).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"experiment size {name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ExperimentArgs:
+    """The command line of ``scenefactory experiment NAME``.
+
+    ``checkpoints`` are ``(kind, path)`` pairs (``--checkpoint KIND=PATH``, repeatable: one policy
+    per pair; the kinds an experiment knows are in its ``kinds``); ``seeds``, ``episodes`` and
+    ``iterations`` override the experiment's sizes; ``sizes`` replaces its presets wholesale
+    (tests, scripts); ``command`` is the command as typed, quoted in the report.
+    """
+
+    out: Path
+    quick: bool = False
+    seeds: int | None = None
+    seed: int = 0
+    checkpoints: tuple[tuple[str, Path], ...] = ()
+    episodes: int | None = None
+    iterations: int | None = None
+    scenes_dir: Path | None = None
+    command: str = ""
+    sizes: Sizes | None = None
+
+    def resolve(self, full: Sizes, quick: Sizes) -> Sizes:
+        """The run's sizes: ``sizes``, or the quick or full preset, with the flag overrides."""
+        base = self.sizes or (quick if self.quick else full)
+        return replace(
+            base,
+            seeds=self.seeds or base.seeds,
+            episodes=self.episodes or base.episodes,
+            iterations=self.iterations or base.iterations,
+        )
+
+    def checkpoints_by_kind(self, kinds: Sequence[str]) -> dict[str, list[Path]]:
+        """Given checkpoints grouped by kind; an unknown kind or a missing file is a ``UserError``."""
+        out: dict[str, list[Path]] = {k: [] for k in kinds}
+        for kind, path in self.checkpoints:
+            if kind not in out:
+                expected = f"KIND in {tuple(kinds)}" if kinds else "no --checkpoint at all"
+                raise UserError(
+                    f"--checkpoint kind '{kind}' unknown for this experiment: expected {expected}"
+                )
+            if not Path(path).exists():
+                raise UserError(f"--checkpoint {kind}={path}: checkpoint not found")
+            out[kind].append(Path(path))
+        return out
+
+
+Runner = Callable[[ExperimentArgs], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A registry entry: name, one-line summary, the checkpoint kinds it accepts, and its runner."""
+
+    name: str
+    summary: str
+    kinds: tuple[str, ...]
+    run: Runner
+
+
+# ------------------------------------------------------------------------------------ policies
+
+
+def train_policy(spec: TrainSpec, scenes: Sequence[Scene], out: Path, label: str) -> Path:
+    """Train (or resume) one policy with :class:`~scenefactory.rl.ppo.Trainer`; returns its
+    ``latest.pt``. A log line every 10 iterations."""
+    from scenefactory.evaluation.plots import plot_learning_curve
+    from scenefactory.rl.ppo import IterationStats, Trainer
+
+    trainer = Trainer(spec, scenes, out)
+    t0 = time.perf_counter()
+    console.print(f"[bold]{label}[/]: training {spec.iterations} iterations on {spec.engine} in {out}")
+
+    def on_iteration(s: IterationStats) -> None:
+        if s.iteration % 10 == 0 or s.iteration == spec.iterations:
+            goal = s.metrics.get("goal_reach_rate", float("nan"))
+            console.print(
+                f"  {label} iteration {s.iteration}/{spec.iterations}: reward {s.mean_reward:.2f}, "
+                f"goal {goal:.2f} ({time.perf_counter() - t0:.0f} s)"
+            )
+
+    trainer.run(on_iteration)
+    plot_learning_curve(trainer.history, out / "learning_curve.png", title=f"{label} ({spec.engine})")
+    return trainer.ckpt_dir / "latest.pt"
+
+
+def policies(
+    kind: str,
+    given: Sequence[Path],
+    make_spec: Callable[[int], TrainSpec],
+    args: ExperimentArgs,
+    sizes: Sizes,
+) -> list[Path]:
+    """The policies of one kind: the given checkpoints, or one trained per seed
+    ``args.seed … args.seed + sizes.seeds − 1`` into ``out/train/<kind>_s<seed>``."""
+    if given:
+        return list(given)
+    from scenefactory.scenes.library import procedural_scenes
+
+    paths = []
+    for seed in range(args.seed, args.seed + sizes.seeds):
+        spec = make_spec(seed)
+        scenes = procedural_scenes(
+            "train", spec.num_train_scenes, spec.task.agents_per_world, base_seed=spec.seed
+        )
+        paths.append(
+            train_policy(spec, scenes, args.out / "train" / f"{kind}_s{seed}", f"{kind} seed {seed}")
+        )
+    return paths
+
+
+def training_seeds(given: Sequence[Path], args: ExperimentArgs, sizes: Sizes) -> list[int] | str:
+    """What the report says about a kind's seeds: the list trained here, or 'given checkpoints'."""
+    return "given checkpoints" if given else list(range(args.seed, args.seed + sizes.seeds))
+
+
+# ---------------------------------------------------------------------------------- evaluation
+
+
+def on_road(scene: Scene, road: RoadCondition) -> Scene:
+    """``scene`` with its road replaced: surface, water film and the friction they give."""
+    return replace(scene, surface=road.surface, water_film_mm=road.water_film_mm, friction=road.mu)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Agent-episodes of several policies on the same scenes: the pooled metrics (keys as in
+    ``metrics.json``, with 95 % CIs), each policy's own metrics, and the pooled records."""
+
+    metrics: dict[str, Any]
+    per_policy: list[dict[str, Any]]
+    records: FinishedEpisodes
+
+
+def evaluate_pooled(
+    checkpoints: Sequence[Path],
+    scenes_for: Callable[[int], list[Scene]],
+    engine: str,
+    seed: int,
+    eval_worlds: int,
+    edit_task: Callable[[DrivingTaskConfig], DrivingTaskConfig] = lambda t: t,
+    label: str = "",
+) -> Pooled:
+    """Evaluate every checkpoint (deterministic actions) on ``scenes_for(agents_per_world)`` with
+    its task config passed through ``edit_task``; pool the agent-episodes of all of them."""
+    from scenefactory.evaluation.rollout import evaluate
+    from scenefactory.rl.ppo import load_policy
+
+    pooled, per_policy = EpisodeLog(), []
+    for i, ckpt in enumerate(checkpoints):
+        policy = load_policy(ckpt)
+        task = edit_task(policy.task_cfg)
+        scenes = scenes_for(task.agents_per_world)
+        t0 = time.perf_counter()
+        metrics, log = evaluate(policy.act, task, scenes, engine=engine, num_worlds=eval_worlds, seed=seed)
+        metrics.update(
+            {
+                "checkpoint": str(ckpt),
+                "trained_on": policy.meta.get("engine"),
+                "trained_seed": policy.meta.get("seed"),
+                "trained_iterations": policy.meta.get("iteration"),
+                "wall_s": time.perf_counter() - t0,
+            }
+        )
+        per_policy.append(metrics)
+        pooled.parts.extend(log.parts)
+        console.print(
+            f"  {label} policy {i + 1}/{len(checkpoints)} on {engine}: "
+            f"goal {metrics['goal_reach_rate']:.3f}, collision {metrics['collision_rate']:.3f}, "
+            f"peak DRAC {metrics['mean_peak_drac_mps2']:.2f} m/s² "
+            f"({metrics['episodes']} agent-episodes, {metrics['wall_s']:.0f} s)"
+        )
+    records = pooled.cat()
+    metrics = summarize(records)
+    metrics["scenes"] = per_policy[0]["scenes"] if per_policy else 0
+    metrics["policies"] = len(per_policy)
+    return Pooled(metrics, per_policy, records)
+
+
+def rate_difference(a: Mapping[str, Any], b: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``a[key] − b[key]`` for a rate over independent agent-episodes, with a normal (Wald) 95 %
+    interval: ± z·√(p_a(1−p_a)/n_a + p_b(1−p_b)/n_b)."""
+    pa, na, pb, nb = a[key], a["episodes"], b[key], b["episodes"]
+    if not (na and nb):
+        return {"diff": math.nan, "ci95": [math.nan, math.nan]}
+    half = Z95 * math.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb)
+    d = pa - pb
+    return {"diff": d, "ci95": [d - half, d + half]}
+
+
+def mean_difference(a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
+    """``mean(a) − mean(b)`` with a normal (Welch) 95 % interval: ± z·√(s_a²/n_a + s_b²/n_b)."""
+    if a.numel() < 2 or b.numel() < 2:
+        return {"diff": math.nan, "ci95": [math.nan, math.nan]}
+    a, b = a.double(), b.double()
+    d = float(a.mean() - b.mean())
+    half = Z95 * math.sqrt(float(a.var()) / a.numel() + float(b.var()) / b.numel())
+    return {"diff": d, "ci95": [d - half, d + half]}

@@ -1,0 +1,207 @@
+"""The report folder of an experiment: ``report.md`` (what ran, the exact command, seeds, sizes and
+config, tables with 95 % CIs, the plots), ``results.json`` (every number, written atomically) and
+PNG plots (Agg canvas, written atomically through ``evaluation.plots.save_png``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from scenefactory.experiments.base import ExperimentArgs, Sizes
+from scenefactory.io import atomic_write_text, write_json
+
+METRIC_LABELS: dict[str, str] = {
+    "goal_reach_rate": "goal reach",
+    "collision_rate": "collision",
+    "offroad_rate": "off-road",
+    "timeout_rate": "time-out",
+    "high_drac_rate": "high-DRAC rate",
+    "near_miss_rate": "near miss",
+    "mean_peak_drac_mps2": "mean peak DRAC (m/s²)",
+    "log_divergence_m": "log divergence (m)",
+}
+
+
+def fmt_ci(m: Mapping[str, Any], key: str, digits: int = 3) -> str:
+    """``value [low, high]`` of ``m[key]`` and ``m[key + '_ci95']``; ``n/a`` when not finite."""
+    v = m.get(key)
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    lo, hi = m.get(f"{key}_ci95", (math.nan, math.nan))
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{v:.{digits}f}"
+    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def fmt_diff(d: Mapping[str, Any], digits: int = 3) -> str:
+    """``+0.012 [−0.010, +0.034]`` for a difference with its interval."""
+    v, (lo, hi) = d["diff"], d["ci95"]
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    return f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def delta_label(key: str) -> str:
+    """Column header of a difference: ``Δ goal reach``."""
+    return f"Δ {METRIC_LABELS.get(key, key)}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def metrics_table(
+    labels: Sequence[str], rows: Sequence[tuple[Sequence[str], Mapping[str, Any]]], keys: Sequence[str]
+) -> str:
+    """Rows of ``(label cells, metrics)``: each metric as value [95 % CI], then the count."""
+    header = [*labels, *(METRIC_LABELS.get(k, k) for k in keys), "agent-episodes"]
+    body = [
+        [*cells, *(fmt_ci(m, k, 2 if k.endswith(("_mps2", "_m")) else 3) for k in keys), str(m["episodes"])]
+        for cells, m in rows
+    ]
+    return markdown_table(header, body)
+
+
+def write_report(
+    args: ExperimentArgs,
+    name: str,
+    title: str,
+    intro: str,
+    sections: Sequence[str],
+    sizes: Sizes | None,
+    seeds: Mapping[str, Any],
+    config: Mapping[str, Any],
+    results: Mapping[str, Any],
+    plots: Sequence[Path],
+    wall_s: float,
+) -> dict[str, Any]:
+    """Write ``report.md`` and ``results.json`` into ``args.out``; returns the results document."""
+    doc = {
+        "experiment": name,
+        "command": args.command or f"scenefactory experiment {name} --out {args.out}",
+        "quick": args.quick,
+        "sizes": asdict(sizes) if sizes is not None else None,
+        "seeds": dict(seeds),
+        "evaluation_seed": args.seed,
+        "config": dict(config),
+        "results": dict(results),
+        "plots": [p.name for p in plots],
+        "wall_s": wall_s,
+        "machine": {
+            "torch_threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+    }
+    write_json(args.out / "results.json", doc)
+    size_line = (
+        "; sizes: " + ", ".join(f"{k} {v}" for k, v in asdict(sizes).items()) if sizes is not None else ""
+    )
+    shown = {k: v for k, v in config.items() if len(json.dumps(v, default=str)) <= 600}
+    omitted = [k for k in config if k not in shown]
+    more = f"\n\nIn `results.json` only: {', '.join(f'`{k}`' for k in omitted)}." if omitted else ""
+    seed_lines = "\n".join(f"- {k}: {v}" for k, v in seeds.items())
+    images = "\n".join(f"![{p.stem}]({p.name})" for p in plots)
+    quick = (
+        "\n**Quick run** (`--quick`): tiny sizes for a smoke test; the numbers below are not results.\n"
+        if args.quick
+        else ""
+    )
+    text = f"""# {title}
+{quick}
+{intro.strip()}
+
+Command: `{doc["command"]}`
+
+Wall time {wall_s / 60:.1f} min on {torch.get_num_threads()} torch threads{size_line}.
+Evaluation seed {args.seed} (held-out procedural scenes come from the eval seed range, disjoint from
+training). Training seeds:
+{seed_lines}
+
+{chr(10).join(s.strip() + chr(10) for s in sections)}
+{images}
+
+Rates are over agent-episodes with Wilson 95 % intervals; means carry normal 95 % intervals;
+differences carry normal (Wald / Welch) 95 % intervals. Several policies of one kind are pooled
+(their agent-episodes together); each policy's own figures are in `results.json`.
+
+## Config
+
+```json
+{json.dumps(shown, indent=2, default=str)}
+```{more}
+"""
+    atomic_write_text(args.out / "report.md", text)
+    return doc
+
+
+# ---------------------------------------------------------------------------------------- plots
+
+
+def plot_grouped_panels(
+    path: Path,
+    groups: Sequence[str],
+    series: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    keys: Sequence[str],
+    title: str,
+) -> Path:
+    """One panel per metric key; in each, one group of bars per ``groups`` entry and one bar per
+    series (``series[label][group]`` is a metrics dict), with 95 % CI whiskers."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from scenefactory.evaluation.plots import save_png
+
+    colors = ("#1f6fd1", "#e67e22", "#2e9e44", "#8e44ad", "#c0392b", "#17a2b8")
+    fig = Figure(figsize=(3.4 * len(keys) + 0.6, 4.0), facecolor="white")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(keys), squeeze=False)[0]
+    labels = list(series)
+    width = 0.8 / max(1, len(labels))
+    x = np.arange(len(groups))
+    for ax, key in zip(axes, keys, strict=True):
+        rate, top = key.endswith("_rate"), 0.0
+        for j, label in enumerate(labels):
+            vals, lo, hi = [], [], []
+            for g in groups:
+                m = series[label].get(g, {})
+                v = m.get(key)
+                v = float(v) if v is not None and math.isfinite(v) else math.nan
+                ci = m.get(f"{key}_ci95") or (v, v)
+                vals.append(v)
+                lo.append(v - ci[0] if ci[0] is not None and math.isfinite(v) else 0.0)
+                hi.append(ci[1] - v if ci[1] is not None and math.isfinite(v) else 0.0)
+            xs = x + (j - (len(labels) - 1) / 2) * width
+            tops = np.array(vals) + np.array(hi)
+            top = max(top, float(np.nanmax(tops)) if np.isfinite(tops).any() else 0.0)
+            ax.bar(xs, np.nan_to_num(vals), width, color=colors[j % len(colors)], alpha=0.85, label=label)
+            ax.errorbar(
+                xs, vals, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], fmt="none", ecolor="#222", capsize=3
+            )
+        ax.set_xticks(x, list(groups), fontsize=8)
+        ax.set_title(METRIC_LABELS.get(key, key), fontsize=10)
+        if rate:
+            ax.set_ylim(0.0, 1.05)
+        else:  # DRAC, distances: non-negative quantities
+            ax.set_ylim(0.0, max(1.0, 1.1 * top))
+        ax.grid(axis="y", color="#dddddd", lw=0.6)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=9, frameon=False)
+    fig.suptitle(title + " (95 % CI)", fontsize=11)
+    fig.tight_layout(rect=(0.0, 0.07, 1.0, 1.0))
+    return save_png(fig, path, dpi=110)
