@@ -107,9 +107,10 @@ def log_divergence(
 ) -> dict[str, Any]:
     """Open-loop replay of the scenes' logs on the engine ``make`` builds (see the module docstring).
 
-    An agent stops counting at its first contact with another car (engines with a contact model):
-    from there on it no longer follows its log. Returns ``agents`` (replayed agent-episodes),
-    ``ended_by_contact`` (how many of them hit another car), ``ade_m`` (mean over each agent's unbroken logged
+    An agent's replay ends before its first contact with another car (engines with a contact
+    model): from there on it no longer follows its log. Returns ``logged_agents`` (agents with a
+    log at the spawn), ``agents`` (those with at least one counted step), ``ended_by_contact`` (how
+    many hit another car), ``ade_m`` (mean over each agent's unbroken logged
     steps, then over agents), ``fde_<h>s_m`` (divergence at ``h`` seconds, over agents whose log
     reaches it) — each with ``*_ci95`` — and ``curve`` (mean divergence, its 95 % band and count per
     step). Scenes without a log are skipped; logs must be sampled at ``dt``.
@@ -125,7 +126,7 @@ def log_divergence(
     t_max = max([sc.log.num_steps for sc in logged if sc.log is not None] + [1])
     per_step: list[list[np.ndarray]] = [[] for _ in range(t_max)]
     ade: list[np.ndarray] = []
-    collided = 0
+    collided = logged_agents = 0
     for lo in range(0, len(logged), batch_worlds):
         chunk = logged[lo : lo + batch_worlds]
         k = min(MAX_AGENTS, max(sc.max_agents for sc in chunk))
@@ -151,19 +152,25 @@ def log_divergence(
                 act = torch.as_tensor(d["actions"][:, :, s], dtype=torch.float32)
                 st = engine.step(act, torch.as_tensor(alive[:, :, s + 1]))
                 e = np.linalg.norm(st.pos_xy.numpy().astype(np.float64) - d["xy"][:, :, s + 1], axis=-1)
-                err[:, :, s + 1] = np.where(alive[:, :, s + 1], e, np.nan)
                 contacts = engine.collisions()
-                if contacts is not None:  # a car that hit another one no longer follows its log
+                if contacts is not None:  # a car that hits another one no longer follows its log:
                     hit = contacts.cpu().numpy().astype(bool) & alive[:, :, s + 1]
-                    alive[:, :, s + 2 :] &= ~hit[:, :, None]
+                    alive[:, :, s + 1 :] &= ~hit[:, :, None]  # its replay ends before the contact
                     collided += int(hit.sum())
-        replayed = alive[:, :, 1] if t > 1 else np.zeros((w, k), dtype=bool)
+                err[:, :, s + 1] = np.where(alive[:, :, s + 1], e, np.nan)
+        logged_agents += int(d["alive"][:, :, 0].sum())
+        replayed = alive[:, :, 1] if t > 1 else np.zeros((w, k), dtype=bool)  # ≥ 1 counted step
         ade.append(np.nanmean(err[replayed][:, 1:], axis=-1) if replayed.any() else np.zeros(0))
         for s in range(t):
             col = err[:, :, s][alive[:, :, s] & replayed]
             per_step[s].append(col)
     ade_all = np.concatenate(ade) if ade else np.zeros(0)
-    out: dict[str, Any] = {"agents": len(ade_all), "scenes": len(logged), "ended_by_contact": collided}
+    out: dict[str, Any] = {
+        "agents": len(ade_all),
+        "logged_agents": logged_agents,
+        "ended_by_contact": collided,
+        "scenes": len(logged),
+    }
     m, lo_, hi = mean_interval(torch.as_tensor(ade_all))
     out["ade_m"], out["ade_m_ci95"] = m, [lo_, hi]
     steps_flat = [np.concatenate(p) if p else np.zeros(0) for p in per_step]
@@ -209,9 +216,10 @@ def plot_curves(results: Mapping[str, Mapping[str, Any]], path: Path, title: str
         t, mean = np.array(c["t_s"]), np.array(c["mean_m"], dtype=float)
         lo, hi = np.array(c["ci95_low"], dtype=float), np.array(c["ci95_high"], dtype=float)
         (line,) = ax.plot(t, mean, lw=1.8, label=f"{name} (ADE {r['ade_m']:.2f} m)")
-        ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+        ax.fill_between(t, np.maximum(lo, 0.0), hi, color=line.get_color(), alpha=0.2, lw=0)
     ax.set_xlabel("time since the start of the replay [s]")
     ax.set_ylabel("distance from the logged position [m]")
+    ax.set_ylim(bottom=0.0)
     ax.grid(color="#dddddd", lw=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
@@ -267,13 +275,19 @@ def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = Non
         return "n/a" if not math.isfinite(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
 
     table = markdown_table(
-        ["engine", "ADE (m)", *(f"at {h:g} s (m)" for h in HORIZONS_S), "logged agents", "ended by contact"],
+        [
+            "engine",
+            "ADE (m)",
+            *(f"at {h:g} s (m)" for h in HORIZONS_S),
+            "agents counted / logged",
+            "hit a car",
+        ],
         [
             [
                 n,
                 cell(r, "ade_m"),
                 *(cell(r, k) for k in fde_keys),
-                str(r["agents"]),
+                f"{r['agents']} / {r['logged_agents']}",
                 str(r["ended_by_contact"]),
             ]
             for n, r in results.items()
