@@ -376,40 +376,6 @@ def validate(conditions: list[str] | None, physics_hz: float, out: Path) -> dict
     return result
 
 
-TRANSFER_TIERS = ("kinematic", "mujoco")
-
-
-def experiment_transfer(
-    checkpoints: dict[str, Path], episodes: int, seed: int, iterations: int, out: Path
-) -> dict[str, Any]:
-    """The 2×2 transfer table: a policy per tier (given, or trained here with the demo's settings)
-    evaluated on both tiers on the same ``episodes`` held-out scenes."""
-    from scenefactory.evaluation.transfer import transfer_matrix
-
-    unknown = sorted(set(checkpoints) - set(TRANSFER_TIERS))
-    if unknown:
-        raise UserError(
-            f"--checkpoint tier {unknown} unknown: expected TIER=PATH with TIER in {TRANSFER_TIERS}"
-        )
-    ckpts: dict[str, Path] = {}
-    for tier in TRANSFER_TIERS:
-        if tier in checkpoints:
-            ckpts[tier] = checkpoints[tier]
-            continue
-        run = replace(DEMO, out=out / f"train_{tier}", engine=tier, iterations=iterations, seed=seed)
-        console.print(
-            f"no --checkpoint {tier}=PATH given: training one ({iterations} iterations) in {run.out}"
-        )
-        ckpts[tier] = train(run).ckpt_dir / "latest.pt"
-
-    def run_eval(ckpt: Path, engine: str, cell_out: Path) -> dict[str, Any]:
-        return evaluate_checkpoint(ckpt, engine, episodes, seed, cell_out)
-
-    result = transfer_matrix(ckpts, TRANSFER_TIERS, run_eval, out)
-    console.print((out / "transfer.md").read_text())
-    return result
-
-
 def evaluate_expert(
     scenes_dir: Path | None, engine: str, episodes: int, agents: int, out: Path, physics_hz: float
 ) -> dict[str, Any]:
