@@ -46,7 +46,7 @@ def test_training_writes_checkpoints_and_history(trained: Path) -> None:
     hist = json.loads((trained / "history.json").read_text())
     assert [h["iteration"] for h in hist] == [1, 2]
     assert all(np.isfinite(h["loss_surrogate"]) for h in hist)
-    assert "critic" in str(data["ppo_cfg"]["critic_obs_group"])
+    assert data["ppo_cfg"]["critic_obs_group"] == "critic"
 
 
 def test_resume_continues_and_refuses_other_settings(trained: Path, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from scenefactory.robots import go1
+from scenefactory.robots.frames import gravity_in_body
 from scenefactory.tasks.locomotion import rewards as r
 from scenefactory.tasks.locomotion.config import (
     Go1TaskConfig,
@@ -19,7 +20,7 @@ from scenefactory.tasks.locomotion.config import (
     task_config_from_dict,
     task_config_to_dict,
 )
-from scenefactory.tasks.locomotion.env import Go1Env, gravity_in_body
+from scenefactory.tasks.locomotion.env import Go1Env
 from scenefactory.tasks.locomotion.observations import CRITIC_DIM, FRAME_DIM
 from scenefactory.tasks.locomotion.state import LocoState
 

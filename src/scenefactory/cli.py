@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scenefactory import go1_cli
+from scenefactory.argtypes import positive_int as _positive
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS
@@ -32,16 +33,6 @@ def _nonnegative(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
 
 

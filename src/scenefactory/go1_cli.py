@@ -12,15 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+from scenefactory.argtypes import positive_int as _positive
 
 
 def add_task_parser(command: str, tasks: Any) -> None:

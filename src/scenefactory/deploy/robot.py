@@ -19,6 +19,7 @@ import numpy as np
 
 from scenefactory.deploy.runner import SensorReading
 from scenefactory.robots import go1
+from scenefactory.robots.frames import gravity_in_body
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,5 @@ class MujocoGo1:
     def fallen(self, tilt_deg: float = 60.0) -> bool:
         """Trunk on the ground or tilted past ``tilt_deg``."""
         d, ix = self.data, self.index
-        from scenefactory.deploy.runner import projected_gravity
-
-        g = projected_gravity(d.sensordata[ix.orientation])
+        g = gravity_in_body(d.sensordata[ix.orientation])
         return bool(d.sensordata[ix.trunk_touch] > 0.0 or g[2] > -math.cos(math.radians(tilt_deg)))

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 import numpy as np
 import onnxruntime as ort
 
+from scenefactory.robots.frames import gravity_in_body
+
 SIDECAR_FORMAT = "scenefactory.go1_policy/1"
 
 
@@ -52,12 +54,6 @@ class RobotInterface(Protocol):
     def wait_for_tick(self) -> None:
         """Block until the next control tick (a simulator advances its physics to it)."""
         ...
-
-
-def projected_gravity(quat_wxyz: np.ndarray) -> np.ndarray:
-    """(3,) world gravity direction (0, 0, −1) in the body frame."""
-    w, x, y, z = (float(v) for v in quat_wxyz)
-    return -np.array([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)])
 
 
 class OnnxPolicyRunner:
@@ -104,7 +100,7 @@ class OnnxPolicyRunner:
         return np.concatenate(
             [
                 r.gyro_radps,
-                projected_gravity(r.quat_wxyz),
+                gravity_in_body(r.quat_wxyz),
                 np.asarray(command, dtype=np.float64),
                 r.joint_pos_rad - self.home,
                 r.joint_vel_radps,

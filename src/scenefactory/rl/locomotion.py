@@ -32,11 +32,12 @@ from scenefactory.rl.ppo import (
     construct_ppo,
     load_checkpoint,
     ppo_config_from_dict,
-    save_checkpoint,
+    save_iteration,
     seed_everything,
 )
 from scenefactory.tasks.locomotion.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.tasks.locomotion.env import Go1Env, LocoStep
+from scenefactory.tasks.locomotion.observations import FRAME_DIM
 
 TASK = "go1"
 
@@ -159,7 +160,7 @@ class Go1Trainer:
                 "seed": self.spec.seed,
                 "iteration": self.iteration,
                 "env_steps": self.env_steps,
-                "obs_dim": int(self.vec.get_observations()["policy"].shape[1]),
+                "obs_dim": self.spec.task.history * FRAME_DIM,
                 "task_cfg": task_config_to_dict(self.spec.task),
                 "ppo_cfg": asdict(self.spec.ppo),
                 "spec": _jsonable(spec_to_dict(self.spec)),
@@ -173,10 +174,7 @@ class Go1Trainer:
 
     def save(self) -> Path:
         """Write ``model_<it>.pt`` and ``latest.pt`` atomically; returns the latest path."""
-        payload = self._payload()
-        save_checkpoint(self.ckpt_dir / f"model_{self.iteration}.pt", payload)
-        save_checkpoint(self.ckpt_dir / "latest.pt", payload)
-        return self.ckpt_dir / "latest.pt"
+        return save_iteration(self.ckpt_dir, self.iteration, self._payload())
 
     def run(self, on_iteration: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         """Train until ``spec.iterations`` iterations are done (continuing a resumed run)."""

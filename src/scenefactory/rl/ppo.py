@@ -194,6 +194,13 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def save_iteration(ckpt_dir: Path, iteration: int, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` as ``model_<iteration>.pt`` and ``latest.pt`` in ``ckpt_dir``; returns latest."""
+    save_checkpoint(ckpt_dir / f"model_{iteration}.pt", payload)
+    save_checkpoint(ckpt_dir / "latest.pt", payload)
+    return ckpt_dir / "latest.pt"
+
+
 def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a scenefactory checkpoint; a missing or foreign file is a :class:`CheckpointError`."""
     p = Path(path)
@@ -420,10 +427,7 @@ class Trainer:
 
     def save(self) -> Path:
         """Write ``model_<it>.pt`` and ``latest.pt`` atomically; returns the latest path."""
-        payload = self._payload()
-        save_checkpoint(self.ckpt_dir / f"model_{self.iteration}.pt", payload)
-        save_checkpoint(self.ckpt_dir / "latest.pt", payload)
-        return self.ckpt_dir / "latest.pt"
+        return save_iteration(self.ckpt_dir, self.iteration, self._payload())
 
     def run(self, on_iteration: Callable[[IterationStats], None] | None = None) -> list[dict[str, Any]]:
         """Train until ``spec.iterations`` iterations are done (continuing a resumed run)."""

@@ -15,6 +15,7 @@ Phases of :meth:`Go1Env.step`, in this order:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mujoco
@@ -23,9 +24,11 @@ import torch
 
 from scenefactory.engines.mjbatch import BatchedSim
 from scenefactory.robots import go1
+from scenefactory.robots.frames import gravity_in_body
 from scenefactory.tasks.locomotion import observations as obs_terms
 from scenefactory.tasks.locomotion.config import Go1TaskConfig
 from scenefactory.tasks.locomotion.randomization import Randomizer
+from scenefactory.tasks.locomotion.rewards import track_ang_vel_z, track_lin_vel_xy
 from scenefactory.tasks.locomotion.state import LocoState
 
 CONTACT_FORCE_N = 1.0
@@ -57,12 +60,6 @@ class LocoStep:
 
 def _t(a: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32)
-
-
-def gravity_in_body(quat: np.ndarray) -> np.ndarray:
-    """(..., 3) world gravity direction (0, 0, −1) in the body frame of quaternions (..., 4) (w, x, y, z)."""
-    w, x, y, z = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
-    return -np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=-1)
 
 
 class Go1Env:
@@ -243,6 +240,16 @@ class Go1Env:
 
     # ----------------------------------------------------------------------------------- step
 
+    def _term(
+        self, fn: Callable[[LocoState], torch.Tensor], state: LocoState, terms: dict[str, torch.Tensor]
+    ) -> np.ndarray:
+        """A term's (N,) values: the reward's own evaluation when the task weighs it, else computed
+        (the curriculum reads the tracking kernels whether or not they are rewarded)."""
+        for t in self.cfg.rewards:
+            if t.fn is fn:
+                return terms[t.name].numpy()
+        return fn(state).numpy()
+
     def step(self, actions: torch.Tensor) -> LocoStep:
         """Advance one policy step (module docstring for the phases)."""
         cfg, ix = self.cfg, self.index
@@ -308,7 +315,9 @@ class Go1Env:
         reward = torch.zeros(self.num_envs)
         for t in cfg.rewards:
             reward += t.weight * cfg.dt * terms[t.name]
-        self._ep_track += np.stack(_track(state), axis=1)
+        self._ep_track += np.stack(
+            [self._term(track_lin_vel_xy, state, terms), self._term(track_ang_vel_z, state, terms)], axis=1
+        )
         time_out = self.step_count >= cfg.max_steps
         done = fallen | time_out
         ended = np.nonzero(done)[0]
@@ -331,9 +340,3 @@ class Go1Env:
             state=state,
             terms=terms,
         )
-
-
-def _track(s: LocoState) -> tuple[np.ndarray, np.ndarray]:
-    from scenefactory.tasks.locomotion.rewards import track_ang_vel_z, track_lin_vel_xy
-
-    return track_lin_vel_xy(s).numpy(), track_ang_vel_z(s).numpy()

@@ -40,14 +40,17 @@ CRITIC_DIM = FRAME_DIM + PRIVILEGED_DIM
 
 
 def actor_frame(
-    arrays: dict[str, np.ndarray], noise: NoiseConfig | None, rng: np.random.Generator
+    arrays: dict[str, np.ndarray], noise: NoiseConfig | None = None, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """(N, 45) float32 actor frame from the state arrays, with uniform noise when ``noise`` is set."""
+    """(N, 45) float32 actor frame from the state arrays, with uniform noise from ``rng`` when
+    ``noise`` is set."""
     gyro = arrays["ang_vel_b"]
     grav = arrays["gravity_b"]
     qrel = arrays["joint_pos"] - arrays["home"]
     qd = arrays["joint_vel"]
     if noise is not None:
+        if rng is None:
+            raise ValueError("actor_frame: sensor noise needs a generator")
         gyro = gyro + rng.uniform(-noise.gyro_radps, noise.gyro_radps, gyro.shape)
         grav = grav + rng.uniform(-noise.gravity, noise.gravity, grav.shape)
         qrel = qrel + rng.uniform(-noise.joint_pos_rad, noise.joint_pos_rad, qrel.shape)
@@ -58,7 +61,7 @@ def actor_frame(
 
 def critic_obs(arrays: dict[str, np.ndarray], privileged: np.ndarray) -> np.ndarray:
     """(N, 73) float32: a clean actor frame plus privileged state (module docstring)."""
-    clean = actor_frame(arrays, None, np.random.default_rng(0))
+    clean = actor_frame(arrays)
     extra = np.concatenate(
         [
             arrays["lin_vel_b"],
