@@ -63,6 +63,24 @@ def test_resume_continues_and_refuses_other_settings(trained: Path, tmp_path: Pa
         Go1Trainer(other, out, nthread=1)
 
 
+def test_fine_tune_starts_from_the_checkpoint_and_resumes_as_itself(trained: Path, tmp_path: Path) -> None:
+    src = trained / "checkpoints" / "latest.pt"
+    spec = replace(tiny_spec(1), init_from=str(src))
+    t = Go1Trainer(spec, tmp_path / "ft", nthread=1)
+    assert t.iteration == 0
+    saved = load_checkpoint(src)["actor_state_dict"]
+    for k, v in t.alg.get_policy().state_dict().items():
+        torch.testing.assert_close(v, saved[k])
+    t.run()
+    again = Go1Trainer(replace(spec, iterations=2), tmp_path / "ft", nthread=1)
+    assert again.iteration == 1  # its own checkpoint wins over init_from
+    with pytest.raises(CheckpointError, match="'init_from' differs"):
+        Go1Trainer(replace(spec, init_from=None), tmp_path / "ft", nthread=1)
+    wide = replace(spec, task=replace(spec.task, history=4))
+    with pytest.raises(CheckpointError, match="observations are"):
+        Go1Trainer(wide, tmp_path / "wide", nthread=1)
+
+
 def test_export_round_trip_onnx_equals_torch(trained: Path, tmp_path: Path) -> None:
     policy = load_go1_policy(trained / "checkpoints" / "latest.pt")
     with torch.no_grad():  # non-trivial normalizer statistics, so normalization is really exercised
@@ -172,6 +190,12 @@ def test_cli_eval_export_deploy_and_errors(
     assert main(["eval", "go1", "--checkpoint", str(tmp_path / "nope.pt"), "--out", str(tmp_path / "e")]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
     assert main(["deploy", "go1", "--policy", str(tmp_path / "missing"), "--out", str(tmp_path / "d")]) == 2
+    bad_init = ["train", "go1", "--init-from", str(tmp_path / "none.pt"), "--out", str(tmp_path / "t")]
+    assert main(bad_init) == 2
+    assert "none.pt: checkpoint not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "go1", "--pure-turn-prob", "1.5", "--out", str(tmp_path / "t")])
+    assert "expected a probability in [0, 1), got 1.5" in capsys.readouterr().err
 
 
 def test_shipped_policy_is_small_and_loads() -> None:

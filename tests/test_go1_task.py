@@ -14,6 +14,7 @@ from scenefactory.robots import go1
 from scenefactory.robots.frames import gravity_in_body
 from scenefactory.tasks.locomotion import rewards as r
 from scenefactory.tasks.locomotion.config import (
+    CommandConfig,
     Go1TaskConfig,
     PushConfig,
     nominal,
@@ -61,6 +62,10 @@ def test_tracking_kernels() -> None:
     s = state(command=cmd, lin_vel_b=vel, ang_vel_b=ang)
     torch.testing.assert_close(r.track_lin_vel_xy(s), torch.tensor([1.0, math.exp(-1 / 0.25)]))
     torch.testing.assert_close(r.track_ang_vel_z(s), torch.tensor([1.0, math.exp(-1 / 0.25)]))
+    torch.testing.assert_close(r.track_ang_vel_z_fine(s), torch.tensor([1.0, math.exp(-1 / 0.01)]))
+    small = state(command=cmd, lin_vel_b=vel, ang_vel_b=ang + torch.tensor([0.0, 0.0, -0.05]))
+    # where the coarse kernel is flat (0.05 rad/s off: 0.99), the fine one still pays (0.78)
+    assert r.track_ang_vel_z(small)[0] > 0.98 and r.track_ang_vel_z_fine(small)[0] < 0.8
 
 
 def test_penalty_terms_measure_what_they_name() -> None:
@@ -119,6 +124,18 @@ def test_config_round_trip_and_validation() -> None:
         Go1TaskConfig(physics_hz=210.0)
     with pytest.raises(ValueError, match="interval"):
         PushConfig(interval_s=(5.0, 1.0))
+    with pytest.raises(ValueError, match="pure_turn_prob"):
+        CommandConfig(pure_turn_prob=1.0)
+
+
+def test_pure_turn_commands_have_no_linear_part() -> None:
+    cmds = CommandConfig(initial_fraction=1.0, pure_turn_prob=0.5, standing_prob=0.0)
+    e = Go1Env(Go1TaskConfig(num_envs=400, commands=cmds), seed=3, nthread=1)
+    still = (e.command[:, :2] == 0).all(axis=1)
+    assert 0.4 < still.mean() < 0.6  # half of 400 draws, binomial sd 0.025
+    assert (e.command[still, 2] != 0).all()
+    plain = Go1Env(Go1TaskConfig(num_envs=400, commands=replace(cmds, pure_turn_prob=0.0)), seed=3, nthread=1)
+    assert (plain.command[:, :2] != 0).all()
 
 
 @pytest.fixture(scope="module")

@@ -14,3 +14,26 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+
+
+def probability(text: str) -> float:
+    """A number in [0, 1), or an argparse error naming the value."""
+    value = _float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0, or an argparse error naming the value."""
+    value = _float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {value}")
+    return value

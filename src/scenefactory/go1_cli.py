@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from scenefactory.argtypes import non_negative_float, probability
 from scenefactory.argtypes import positive_int as _positive
 
 
@@ -33,6 +34,21 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "--no-robustness",
             action="store_true",
             help="train without domain randomization, pushes and sensor noise (the ablation)",
+        )
+        t.add_argument(
+            "--pure-turn-prob",
+            type=probability,
+            default=0.0,
+            help="share of commands that turn on the spot (default 0: uniform commands)",
+        )
+        t.add_argument(
+            "--yaw-precision-weight",
+            type=non_negative_float,
+            default=0.0,
+            help="weight of the fine yaw-tracking kernel, sigma 0.01 (default 0: off)",
+        )
+        t.add_argument(
+            "--init-from", type=Path, default=None, help="fine-tune: start from this Go1 training checkpoint"
         )
     elif command == "bench":
         t.add_argument("--envs", type=_positive, default=1024)
@@ -71,7 +87,13 @@ def run(args: argparse.Namespace) -> int:
 
     out: dict[str, Any]
     if args.command == "train":
-        trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, robust=not args.no_robustness)
+        options = jobs.RecipeOptions(
+            robust=not args.no_robustness,
+            pure_turn_prob=args.pure_turn_prob,
+            yaw_precision_weight=args.yaw_precision_weight,
+            init_from=args.init_from,
+        )
+        trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
         return 0
     if args.command == "bench":

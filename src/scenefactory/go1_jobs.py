@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,21 +13,52 @@ from scenefactory.errors import UserError
 from scenefactory.io import atomic_write_text, write_json
 from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec, load_go1_policy
 from scenefactory.rl.ppo import load_checkpoint, save_checkpoint
-from scenefactory.tasks.locomotion.config import Go1TaskConfig, nominal
+from scenefactory.tasks.locomotion.config import Go1TaskConfig, RewardTerm, nominal
+from scenefactory.tasks.locomotion.rewards import track_ang_vel_z_fine
 
 SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_robust.pt"
 """The trained policy shipped with the package (see README: the command that made it)."""
 
 
-def train_spec(envs: int, iterations: int, seed: int, robust: bool = True) -> Go1TrainSpec:
-    """The spec ``train go1`` runs: the default task, or its nominal twin for ``--no-robustness``."""
-    task = Go1TaskConfig(num_envs=envs)
-    return Go1TrainSpec(task=task if robust else nominal(task), iterations=iterations, seed=seed)
+@dataclass(frozen=True)
+class RecipeOptions:
+    """The ``train go1`` options beyond size and seed (defaults: the base recipe).
+
+    ``pure_turn_prob``: share of commands that turn on the spot; ``yaw_precision_weight``: weight of
+    the fine yaw-tracking kernel (``rewards.track_ang_vel_z_fine``; 0 = not in the reward);
+    ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`)."""
+
+    robust: bool = True
+    pure_turn_prob: float = 0.0
+    yaw_precision_weight: float = 0.0
+    init_from: Path | None = None
 
 
-def train(out: Path, envs: int, iterations: int, seed: int, robust: bool = True) -> Go1Trainer:
+def train_spec(
+    envs: int, iterations: int, seed: int, options: RecipeOptions = RecipeOptions()
+) -> Go1TrainSpec:
+    """The spec ``train go1`` runs: the default task (or its nominal twin for ``--no-robustness``)
+    with the recipe options applied."""
+    base = Go1TaskConfig(num_envs=envs)
+    rewards = base.rewards
+    if options.yaw_precision_weight:
+        rewards += (RewardTerm("track_ang_vel_z_fine", track_ang_vel_z_fine, options.yaw_precision_weight),)
+    task = replace(
+        base, commands=replace(base.commands, pure_turn_prob=options.pure_turn_prob), rewards=rewards
+    )
+    init = None if options.init_from is None else str(options.init_from)
+    if init is not None and not Path(init).is_file():
+        raise UserError(f"--init-from {init}: checkpoint not found")
+    return Go1TrainSpec(
+        task=task if options.robust else nominal(task), iterations=iterations, seed=seed, init_from=init
+    )
+
+
+def train(
+    out: Path, envs: int, iterations: int, seed: int, options: RecipeOptions = RecipeOptions()
+) -> Go1Trainer:
     """Train (or resume) a Go1 policy into ``out``; one progress line per iteration."""
-    trainer = Go1Trainer(train_spec(envs, iterations, seed, robust), out)
+    trainer = Go1Trainer(train_spec(envs, iterations, seed, options), out)
     start = time.perf_counter()
     first = trainer.iteration
 

@@ -96,6 +96,9 @@ class Go1TrainSpec:
     ppo: PPOConfig = field(default_factory=go1_ppo_config)
     iterations: int = 1000
     seed: int = 0
+    init_from: str | None = None
+    """A Go1 training checkpoint to start from (a fine-tuning stage): its actor, critic,
+    normalizers, optimizer state and curriculum; iterations count from 0 in the new folder."""
 
 
 def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
@@ -105,6 +108,7 @@ def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
         "ppo": asdict(spec.ppo),
         "iterations": spec.iterations,
         "seed": spec.seed,
+        "init_from": spec.init_from,
     }
 
 
@@ -132,11 +136,32 @@ class Go1Trainer:
         latest = self.ckpt_dir / "latest.pt"
         if latest.exists():
             self._resume(latest)
+        elif spec.init_from is not None:
+            self._init_from(Path(spec.init_from))
+
+    def _init_from(self, path: Path) -> None:
+        data = load_checkpoint(path)
+        if data.get("task") != TASK or "critic_state_dict" not in data:
+            raise CheckpointError(
+                f"{path}: not a Go1 training checkpoint (needs actor, critic and optimizer)"
+            )
+        obs_dim = self.spec.task.history * FRAME_DIM
+        if int(data.get("obs_dim", -1)) != obs_dim:
+            raise CheckpointError(
+                f"{path}: actor observations are {data.get('obs_dim')} wide, this task's are {obs_dim}"
+            )
+        try:
+            self.alg.load(data, None, strict=True)
+        except (RuntimeError, KeyError, ValueError) as exc:
+            raise CheckpointError(f"{path}: networks do not fit this run's PPO config ({exc})") from exc
+        self.env.lin_fraction = float(data["curriculum"]["lin_fraction"])
+        self.env.yaw_fraction = float(data["curriculum"]["yaw_fraction"])
 
     def _resume(self, path: Path) -> None:
         data = load_checkpoint(path)
         saved, mine = data.get("spec") or {}, _jsonable(spec_to_dict(self.spec))
-        for key in ("task", "ppo", "seed"):
+        saved.setdefault("init_from", None)
+        for key in ("task", "ppo", "seed", "init_from"):
             if saved.get(key) != mine[key]:
                 raise CheckpointError(
                     f"{path}: cannot resume, the saved run's '{key}' differs from this command's "

@@ -63,8 +63,9 @@ class CommandConfig:
     The curriculum keeps a fraction ``f`` of each range (linear and yaw separately), starting at
     ``initial_fraction``; when the mean per-step tracking term of the episodes that ended in an
     iteration exceeds ``advance_threshold`` (of its maximum 1), ``f`` grows by ``step``, up to 1.
-    A sampled command is ``U(f·low, f·high)`` per axis; with probability ``standing_prob`` it is
-    all zero. Commands are redrawn every ``resample_s``."""
+    A sampled command is ``U(f·low, f·high)`` per axis; with probability ``pure_turn_prob`` its
+    linear part is zero (a turn on the spot, rare under uniform sampling), then with probability
+    ``standing_prob`` it is all zero. Commands are redrawn every ``resample_s``."""
 
     vx_mps: tuple[float, float] = (-1.0, 2.0)
     vy_mps: tuple[float, float] = (-0.8, 0.8)
@@ -73,6 +74,7 @@ class CommandConfig:
     step: float = 0.05
     advance_threshold: float = 0.6
     standing_prob: float = 0.1
+    pure_turn_prob: float = 0.0
     resample_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -83,6 +85,8 @@ class CommandConfig:
             raise ValueError("initial_fraction and step must be in (0, 1]")
         if not 0 <= self.standing_prob < 1 or not self.resample_s > 0:
             raise ValueError("need 0 <= standing_prob < 1 and resample_s > 0")
+        if not 0 <= self.pure_turn_prob < 1:
+            raise ValueError(f"pure_turn_prob must be in [0, 1), got {self.pure_turn_prob}")
 
 
 @dataclass(frozen=True)

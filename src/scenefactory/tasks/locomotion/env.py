@@ -134,6 +134,8 @@ class Go1Env:
             return
         r = self.command_ranges()
         cmd = self.rng.uniform(r[:, 0], r[:, 1], (ids.size, 3))
+        if self.cfg.commands.pure_turn_prob > 0:  # no extra draw otherwise: older runs reproduce
+            cmd[self.rng.random(ids.size) < self.cfg.commands.pure_turn_prob, :2] = 0.0
         cmd[self.rng.random(ids.size) < self.cfg.commands.standing_prob] = 0.0
         self.command[ids] = cmd
         self._cmd_timer[ids] = self.cfg.commands.resample_s
