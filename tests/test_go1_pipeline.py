@@ -206,3 +206,21 @@ def test_shipped_policy_is_small_and_loads() -> None:
     policy = load_go1_policy(path)
     obs = torch.zeros(2, policy.task_cfg.history * 45)
     assert policy.act(obs).shape == (2, 12)
+
+
+def test_sim2sim_verdict_ratio_or_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scenefactory.deploy import check
+
+    # (training-sim error, sim-to-sim error, sim-to-sim falls) per command
+    rows = [(0.04, 0.05, 0), (0.04, 0.07, 0), (0.001, 0.004, 0), (0.04, 0.05, 1)]
+    cmd = {"vx_mps": 1.0, "vy_mps": 0.0, "yaw_radps": 0.0}
+
+    def fake_track(runner: object, cfg: object, *args: object) -> list[dict[str, object]]:
+        i = 0 if cfg is check.TRAINING_SIM else 1
+        return [{"command": cmd, "lin_vel_error_mps": r[i], "falls": r[2] * i} for r in rows]
+
+    monkeypatch.setattr(check, "track", fake_track)
+    res = check.sim2sim(None, commands=[(1.0, 0.0, 0.0)] * 4)  # type: ignore[arg-type]
+    # within 1.5x; 1.75x and 0.03 above; 4x of almost nothing (0.003 above); within 1.5x but a fall
+    assert [c["passed"] for c in res["comparison"]] == [True, False, True, False]
+    assert not res["summary"]["passed"]

@@ -198,6 +198,8 @@ def deploy(policy_dir: Path | None, episodes: int, seconds: float, seed: int, ou
 
 def deploy_report(result: dict[str, Any]) -> str:
     """Markdown table of a sim-to-sim check."""
+    from scenefactory.deploy.check import FLOOR, TOLERANCE
+
     lines = [
         "# Go1 sim-to-sim check",
         "",
@@ -205,14 +207,18 @@ def deploy_report(result: dict[str, Any]) -> str:
         f"{result['seconds']} s per command; seed {result['seed']}.",
         f"Sim-to-sim robot: {result['robots']['sim2sim']}",
         "",
-        "| vx | vy | yaw | metric | training sim | sim-to-sim | ratio | sim-to-sim falls | pass |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"Pass: no falls and sim-to-sim error <= {TOLERANCE} x the training simulator's, or at most "
+        f"{FLOOR} above it.",
+        "",
+        "| vx | vy | yaw | metric | training sim | sim-to-sim | ratio | increase | sim-to-sim falls | pass |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in result["comparison"]:
         k = c["command"]
         lines.append(
             f"| {k['vx_mps']:.1f} | {k['vy_mps']:.1f} | {k['yaw_radps']:.1f} | {c['metric']} "
-            f"| {c['training_sim']:.3f} | {c['sim2sim']:.3f} | {c['ratio']:.2f} | {c['sim2sim_falls']} "
+            f"| {c['training_sim']:.3f} | {c['sim2sim']:.3f} | {c['ratio']:.2f} | {c['increase']:+.3f} "
+            f"| {c['sim2sim_falls']} "
             f"| {'yes' if c['passed'] else 'NO'} |"
         )
     s = result["summary"]

@@ -4,7 +4,8 @@ simulator's settings and on MuJoCo configured differently (``deploy.robot.SIM2SI
 Per command and robot: ``episodes`` runs of ``seconds`` from the home pose at a random heading,
 the command held; errors (‖v*_xy − v_xy‖ [m/s], |ω*_z − ω_z| [rad/s], true body velocities)
 averaged after ``settle_s``; a run that falls is a fall. The verdict per command: sim-to-sim error
-≤ 1.5 × the training simulator's, and no falls.
+≤ 1.5 × the training simulator's (or at most :data:`FLOOR` above it: a ratio of two errors of a few
+mm/s, as when standing still, decides nothing), and no falls.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ DEPLOY_COMMANDS: tuple[tuple[float, float, float], ...] = (
 )
 TOLERANCE = 1.5
 """Allowed ratio of sim-to-sim to training-simulator tracking error."""
+FLOOR = 0.005
+"""An error increase this small [m/s or rad/s] passes whatever the ratio (measurement floor)."""
 
 
 def _mean_ci(x: list[float]) -> tuple[float, float]:
@@ -121,7 +124,8 @@ def sim2sim(
                 "sim2sim": b[key],
                 "ratio": ratio,
                 "sim2sim_falls": b["falls"],
-                "passed": bool(b["falls"] == 0 and ratio <= TOLERANCE),
+                "increase": b[key] - a[key],
+                "passed": bool(b["falls"] == 0 and (ratio <= TOLERANCE or b[key] - a[key] <= FLOOR)),
             }
         )
     return {
