@@ -54,7 +54,7 @@ def _finite_numbers(doc: Any) -> list[float]:
 
 
 def test_registry_names_and_lookup() -> None:
-    assert list(EXPERIMENTS) == ["transfer", "friction-change", "wet-road", "log-grounding"]
+    assert list(EXPERIMENTS) == ["transfer", "friction-change", "wet-road", "log-grounding", "grounding"]
     for name, e in EXPERIMENTS.items():
         assert e.name == name and callable(e.run) and e.summary
     assert get_experiment("wet-road").kinds == ("aware", "unaware")
@@ -149,8 +149,26 @@ def test_wet_road_end_to_end(tmp_path: Path, tiny_policies: dict[str, Path]) -> 
     assert set(doc["results"]["aware_minus_unaware"]) == {"wet", "heavy_rain"}
 
 
-def test_log_grounding_end_to_end_and_the_engine_hook(tmp_path: Path) -> None:
+def test_log_grounding_end_to_end_and_the_engine_hook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from scenefactory.experiments import log_grounding
+    from scenefactory.grounding.ground import GroundConfig
+
+    tiny_fits = {  # the real corrections, with fits small enough for a test
+        m.value: log_grounding.grounding_correction(
+            GroundConfig(
+                method=m,
+                train_steps=10,
+                sysid_iterations=2,
+                sysid_windows=64,
+                gat_sim_transitions=100,
+                history_len=4,
+            )
+        )
+        for m in log_grounding.CORRECTED
+    }
+    monkeypatch.setattr(log_grounding, "QUICK_CORRECTIONS", tiny_fits)
     from scenefactory.scenes.library import load_scene_dir
     from scenefactory.scenes.scene_json import save_scene
     from scenefactory.scenes.womd.convert import scenario_to_scene
@@ -160,10 +178,16 @@ def test_log_grounding_end_to_end_and_the_engine_hook(tmp_path: Path) -> None:
     for i in range(3):
         save_scene(scenario_to_scene(make_scenario(f"s{i}", 2))[0], folder / f"s{i}.json")
     out = tmp_path / "lg"
-    assert main(["experiment", "log-grounding", "--scenes", str(folder), "--out", str(out)]) == 0
+    argv = ["experiment", "log-grounding", "--quick", "--scenes", str(folder), "--out", str(out)]
+    assert main(argv) == 0
     doc = json.loads((out / "results.json").read_text())
     engines = doc["results"]["engines"]
-    assert list(engines) == ["kinematic (uncorrected)", "mujoco (physics tier)"]
+    corrected = [f"kinematic + {m}" for m in ("dr", "sysid", "markov", "gat", "history")]
+    assert list(engines) == ["kinematic (uncorrected)", "mujoco (physics tier)", *corrected]
+    for name in corrected:  # every grounding method fitted on the training logs and replayed
+        assert engines[name]["agents"] == engines["kinematic (uncorrected)"]["agents"], name
+        assert math.isfinite(engines[name]["ade_m"]), name
+    assert (out / "groundings" / "history" / "config.json").is_file()
     kin = engines["kinematic (uncorrected)"]
     assert kin["agents"] >= 2 and 0.0 <= kin["ade_m"] < 0.5  # straight constant-speed logs
     assert math.isfinite(kin["fde_1s_m"]) and (out / "log_divergence.png").is_file()

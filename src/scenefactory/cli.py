@@ -149,6 +149,15 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--iterations", type=_positive, default=None, help="PPO iterations of policies trained")
     x.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON (log-grounding)")
     x.add_argument("--seed", type=int, default=0, help="first training seed, and the evaluation seed")
+    x.add_argument(
+        "--action-lag-steps",
+        type=_nonnegative,
+        default=None,
+        help="grounding: the target's actuator lag in policy steps (default 3)",
+    )
+    x.add_argument(
+        "--budget", type=_positive, default=None, help="grounding: target transitions per grounding fit"
+    )
     x.add_argument("--out", type=Path, required=True)
 
     for name, helptext in (
@@ -340,6 +349,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             iterations=args.iterations,
             scenes_dir=args.scenes,
             command=command,
+            action_lag_steps=args.action_lag_steps,
+            budget=args.budget,
         )
         run_experiment(args.name, xargs)
         print(f"report: {args.out / 'report.md'}")

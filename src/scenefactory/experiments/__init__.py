@@ -9,6 +9,8 @@ with 95 % CIs), ``results.json`` (every number, atomically) and PNG plots.
 - ``wet-road``: friction-aware vs friction-unaware policies on wet roads (peak DRAC, goal reach).
 - ``log-grounding``: open-loop divergence of engines from held-out real driving logs; the hook
   where grounded (corrected) abstract engines plug in.
+- ``grounding``: each grounding method's policies on mujoco with an actuator lag: the fraction of
+  the direct-transfer → oracle gap each closes (``--action-lag-steps``, ``--budget``).
 """
 
 from __future__ import annotations
@@ -16,12 +18,18 @@ from __future__ import annotations
 from typing import Any
 
 from scenefactory.errors import UserError
-from scenefactory.experiments import friction_change, log_grounding, transfer, wet_road
+from scenefactory.experiments import friction_change, grounding, log_grounding, transfer, wet_road
 from scenefactory.experiments.base import Experiment, ExperimentArgs, Sizes
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
-    for e in (transfer.EXPERIMENT, friction_change.EXPERIMENT, wet_road.EXPERIMENT, log_grounding.EXPERIMENT)
+    for e in (
+        transfer.EXPERIMENT,
+        friction_change.EXPERIMENT,
+        wet_road.EXPERIMENT,
+        log_grounding.EXPERIMENT,
+        grounding.EXPERIMENT,
+    )
 }
 """Experiment name → registry entry."""
 
@@ -36,6 +44,10 @@ def get_experiment(name: str) -> Experiment:
 def run_experiment(name: str, args: ExperimentArgs) -> dict[str, Any]:
     """Run experiment ``name`` with ``args``; returns its ``results.json`` document."""
     experiment = get_experiment(name)
+    foreign = [flag for flag in args.options_set() if flag not in experiment.options]
+    if foreign:
+        takes = ", ".join(experiment.options) or "none of them"
+        raise UserError(f"experiment {name} does not take {', '.join(foreign)} (it takes {takes})")
     args.out.mkdir(parents=True, exist_ok=True)
     return experiment.run(args)
 

@@ -64,6 +64,10 @@ class ExperimentArgs:
     per pair; the kinds an experiment knows are in its ``kinds``); ``seeds``, ``episodes`` and
     ``iterations`` override the experiment's sizes; ``sizes`` replaces its presets wholesale
     (tests, scripts); ``command`` is the command as typed, quoted in the report.
+    ``action_lag_steps`` (target actuator lag [policy steps]), ``budget`` (target transitions a
+    grounding fit may use) and ``dynamics_models`` (fitted ``model.pt`` files) are options of the
+    experiments that list them in :attr:`Experiment.options`; ``None`` / empty: the experiment's
+    default.
     """
 
     out: Path
@@ -76,6 +80,18 @@ class ExperimentArgs:
     scenes_dir: Path | None = None
     command: str = ""
     sizes: Sizes | None = None
+    action_lag_steps: int | None = None
+    budget: int | None = None
+    dynamics_models: tuple[Path, ...] = ()
+
+    def options_set(self) -> list[str]:
+        """The experiment-specific options given (flag names), to check against :attr:`Experiment.options`."""
+        given = {
+            "--action-lag-steps": self.action_lag_steps is not None,
+            "--budget": self.budget is not None,
+            "--dynamics-model": bool(self.dynamics_models),
+        }
+        return [flag for flag, on in given.items() if on]
 
     def resolve(self, full: Sizes, quick: Sizes) -> Sizes:
         """The run's sizes: ``sizes``, or the quick or full preset, with the flag overrides."""
@@ -107,12 +123,14 @@ Runner = Callable[[ExperimentArgs], dict[str, Any]]
 
 @dataclass(frozen=True)
 class Experiment:
-    """A registry entry: name, one-line summary, the checkpoint kinds it accepts, and its runner."""
+    """A registry entry: name, one-line summary, the checkpoint kinds it accepts, its runner, and
+    the experiment-specific flags it takes (``--action-lag-steps``, ``--budget``, ``--dynamics-model``)."""
 
     name: str
     summary: str
     kinds: tuple[str, ...]
     run: Runner
+    options: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------------------------ policies
@@ -197,9 +215,11 @@ def evaluate_pooled(
     eval_worlds: int,
     edit_task: Callable[[DrivingTaskConfig], DrivingTaskConfig] = lambda t: t,
     label: str = "",
+    action_lag_steps: int = 0,
 ) -> Pooled:
     """Evaluate every checkpoint (deterministic actions) on ``scenes_for(agents_per_world)`` with
-    its task config passed through ``edit_task``; pool the agent-episodes of all of them."""
+    its task config passed through ``edit_task``, on ``engine`` with its actions ``action_lag_steps``
+    policy steps late; pool the agent-episodes of all of them."""
     from scenefactory.evaluation.rollout import evaluate
     from scenefactory.rl.ppo import load_policy
 
@@ -209,7 +229,15 @@ def evaluate_pooled(
         task = edit_task(policy.task_cfg)
         scenes = scenes_for(task.agents_per_world)
         t0 = time.perf_counter()
-        metrics, log = evaluate(policy.act, task, scenes, engine=engine, num_worlds=eval_worlds, seed=seed)
+        metrics, log = evaluate(
+            policy.act,
+            task,
+            scenes,
+            engine=engine,
+            num_worlds=eval_worlds,
+            seed=seed,
+            action_lag_steps=action_lag_steps,
+        )
         metrics.update(
             {
                 "checkpoint": str(ckpt),

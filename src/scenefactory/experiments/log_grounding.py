@@ -1,7 +1,7 @@
 """``log-grounding``: how far does an engine drift from real driving when it replays logged actions?
 
-The data path and the measurement of grounding on real logs; the grounding methods themselves plug
-in later through :data:`CORRECTIONS`.
+The data path and the measurement of grounding on real logs: every grounding method of
+:data:`CORRECTIONS` is fitted on the training logs and replayed like the engines.
 
 1. The converted scenes of ``--scenes DIR`` (WOMD, ``scenefactory convert``) that carry driving
    logs are split by scene with a seeded permutation: :data:`HOLDOUT_FRAC` held out, the rest
@@ -18,8 +18,11 @@ in later through :data:`CORRECTIONS`.
 
 The engines: the uncorrected kinematic tier (the abstract simulator to be grounded) and the
 mujoco tier (for reference), then one row per correction in ``CORRECTIONS`` — a function from the
-training transitions to an :data:`EngineMaker`, the hook where a grounded (corrected) abstract
-engine goes.
+training transitions to an :data:`EngineMaker`: each grounding method (``dr``, ``sysid``,
+``markov``, ``gat``, ``history``) fitted by :func:`~scenefactory.grounding.ground.ground` on all
+the training transitions and run as the grounded engine (:func:`grounding_correction`; smaller
+fits with ``--quick``). Its row against the uncorrected kinematic one is the divergence before and
+after the correction.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from scenefactory.errors import UserError
 from scenefactory.evaluation.metrics import mean_interval
 from scenefactory.experiments.base import Experiment, ExperimentArgs, console
 from scenefactory.experiments.report import markdown_table, write_report
+from scenefactory.grounding.correctors import Method
+from scenefactory.grounding.ground import GroundConfig
 from scenefactory.scenes.scene import Scene
 
 NAME = "log-grounding"
@@ -55,9 +60,47 @@ Correction = Callable[[Path, VehicleParams, float], EngineMaker]
 """``(training transitions folder, vehicle, dt [s]) → EngineMaker``: a grounding method fitted on
 the logged transitions of the training scenes."""
 
-CORRECTIONS: dict[str, Correction] = {}
-"""Grounding methods compared by this experiment (name → correction). Empty until the methods
-(domain randomization, system identification, GAT, history-conditioned corrections) land."""
+
+def grounding_correction(cfg: GroundConfig) -> Correction:
+    """The correction of ``cfg.method``: :func:`~scenefactory.grounding.ground.ground` fits it on
+    the training transitions (at most ``cfg.budget`` of them, ``None``: all but the fit's held-out
+    episodes) into ``<transitions folder>/../groundings/<method>/``, and every engine it makes is a
+    :class:`~scenefactory.engines.grounded.GroundedEngine` running that artifact (CPU)."""
+
+    def correct(data: Path, params: VehicleParams, dt: float) -> EngineMaker:
+        from scenefactory.grounding.ground import ground
+
+        t0 = time.perf_counter()
+        res = ground(data, cfg, data.parent / "groundings" / cfg.method.value)
+        console.print(
+            f"  grounding {cfg.method.value}: fitted on {res.config['budget_transitions']} logged "
+            f"transitions ({time.perf_counter() - t0:.0f} s)"
+        )
+
+        def make(worlds: int, agents: int, dt: float, params: VehicleParams) -> Engine:
+            from scenefactory.engines.grounded import GroundedEngine
+
+            return GroundedEngine(worlds, agents, dt, params, torch.device("cpu"), res.out_dir)
+
+        return make
+
+    return correct
+
+
+CORRECTED = tuple(m for m in Method if m is not Method.NONE)
+"""The methods compared (``none`` is the uncorrected kinematic row already)."""
+CORRECTIONS: dict[str, Correction] = {
+    m.value: grounding_correction(GroundConfig(method=m)) for m in CORRECTED
+}
+"""Grounding methods compared by this experiment (name → correction), with ``scenefactory
+ground``'s default settings and every training transition."""
+QUICK_CORRECTIONS: dict[str, Correction] = {
+    m.value: grounding_correction(
+        GroundConfig(method=m, train_steps=200, sysid_iterations=20, gat_sim_transitions=2000)
+    )
+    for m in CORRECTED
+}
+"""The same with smaller fits (``--quick``)."""
 
 
 def _kinematic(worlds: int, agents: int, dt: float, params: VehicleParams) -> Engine:
@@ -236,7 +279,8 @@ def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = Non
     from scenefactory.scenes.library import load_scene_dir
 
     t0 = time.perf_counter()
-    corrections = CORRECTIONS if corrections is None else corrections
+    if corrections is None:
+        corrections = QUICK_CORRECTIONS if args.quick else CORRECTIONS
     if args.scenes_dir is None:
         raise UserError(f"experiment {NAME} needs --scenes DIR (scene JSON converted from driving logs)")
     args.checkpoints_by_kind(())  # takes no checkpoints: refuse any
@@ -297,13 +341,13 @@ def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = Non
         results, args.out / "log_divergence.png", f"{NAME}: open-loop replay of {len(held)} held-out logs"
     )
     pending = (
-        ""
-        if corrections
-        else (
-            "\nNo correction is registered yet (`experiments.log_grounding.CORRECTIONS`): the rows are the "
-            "uncorrected kinematic tier, the baseline a grounded abstract engine has to beat, and the "
-            "mujoco tier.\n"
+        (
+            f"\nEach correction ({', '.join(corrections)}) is a grounding method fitted on the training "
+            "transitions (`scenefactory ground`, folders in `groundings/`) and run as the grounded engine: "
+            "compare its row (after) with the uncorrected kinematic row (before).\n"
         )
+        if corrections
+        else "\nNo correction: the rows are the uncorrected kinematic tier and the mujoco tier.\n"
     )
     intro = f"""
 {len(scenes)} converted scenes with driving logs from `{source}`, split by scene (seed {args.seed}):

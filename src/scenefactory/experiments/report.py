@@ -205,3 +205,44 @@ def plot_grouped_panels(
     fig.suptitle(title + " (95 % CI)", fontsize=11)
     fig.tight_layout(rect=(0.0, 0.07, 1.0, 1.0))
     return save_png(fig, path, dpi=110)
+
+
+def plot_intervals(
+    path: Path,
+    labels: Sequence[str],
+    values: Sequence[float],
+    cis: Sequence[Sequence[float]],
+    title: str,
+    ylabel: str,
+    highlight: str | None = None,
+    reference_lines: Sequence[float] = (),
+) -> Path:
+    """One bar per label with its 95 % interval as a whisker; the ``highlight`` bar in a second
+    colour; dashed horizontal ``reference_lines`` (e.g. 0 and 1 for a fraction of a gap)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from scenefactory.evaluation.plots import save_png
+
+    fig = Figure(figsize=(1.1 * len(labels) + 2.5, 4.0), facecolor="white")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(labels))
+    v = np.array([float(a) if a is not None and math.isfinite(a) else math.nan for a in values])
+    lo = np.array([c[0] if c[0] is not None else math.nan for c in cis], dtype=float)
+    hi = np.array([c[1] if c[1] is not None else math.nan for c in cis], dtype=float)
+    colors = ["#e67e22" if lab == highlight else "#1f6fd1" for lab in labels]
+    ax.bar(x, np.nan_to_num(v), 0.6, color=colors, alpha=0.85)
+    err = np.nan_to_num(np.stack((np.maximum(v - lo, 0.0), np.maximum(hi - v, 0.0))))
+    ax.errorbar(x, v, yerr=err, fmt="none", ecolor="#222", capsize=4)
+    for y in reference_lines:
+        ax.axhline(y, color="#888888", lw=0.9, ls="--")
+    ax.set_xticks(x, list(labels), fontsize=9)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", color="#dddddd", lw=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title + " (95 % CI)", fontsize=10)
+    fig.tight_layout()
+    return save_png(fig, path, dpi=110)
