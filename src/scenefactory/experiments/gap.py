@@ -64,7 +64,7 @@ def _draw_weights(num: int, seed: int, draws: int) -> np.ndarray:
 def _fraction(m: np.ndarray, base: np.ndarray, top: np.ndarray) -> np.ndarray:
     den = top - base
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den != 0.0, (m - base) / np.where(den != 0.0, den, 1.0), np.nan)
+        return np.where(den != 0.0, (m - base) / np.where(den != 0.0, den, 1.0), np.nan) + 0.0  # no −0
 
 
 def gap_closed(
@@ -119,6 +119,6 @@ def gap_difference(
     ok = np.isfinite(den) & (den != 0.0)
     diffs = (draw[a][ok] - draw[b][ok]) / den[ok]
     pden = point[top] - point[base]
-    value = float((point[a] - point[b]) / pden) if pden != 0 else math.nan
+    value = float((point[a] - point[b]) / pden) + 0.0 if pden != 0 else math.nan  # no −0
     lo, hi = np.percentile(diffs, [2.5, 97.5]) if diffs.size else (math.nan, math.nan)
     return {"diff": value, "ci95": [float(lo), float(hi)], "draws_used": int(ok.sum())}

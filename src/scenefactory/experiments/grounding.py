@@ -413,11 +413,12 @@ def _write(
     )
     g = goal_gaps
     h = g[HIGHLIGHT]
-    closes = (
-        f"the history-conditioned correction closes {fmt_ci(h, 'gap_closed', 2)} of that gap"
-        if math.isfinite(h["gap_closed"])
-        else "there is no gap to close (oracle = direct transfer): no fraction is defined"
-    )
+    span = cells[ORACLE]["goal_reach_rate"] - cells[BASE]["goal_reach_rate"]
+    closes = f"the history-conditioned correction closes {fmt_ci(h, 'gap_closed', 2)} of that gap"
+    if not math.isfinite(h["gap_closed"]):
+        closes = "there is no gap to close (oracle = direct transfer): no fraction is defined"
+    elif span < 0:
+        closes = f"the oracle does not beat direct transfer here, so the fractions ({closes}) mean little"
     headline = (
         f"Goal reach on the target: direct transfer {cells[BASE]['goal_reach_rate']:.3f}, "
         f"oracle {cells[ORACLE]['goal_reach_rate']:.3f}; {closes}."
