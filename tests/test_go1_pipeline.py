@@ -196,6 +196,8 @@ def test_cli_eval_export_deploy_and_errors(
     with pytest.raises(SystemExit):
         main(["train", "go1", "--pure-turn-prob", "1.5", "--out", str(tmp_path / "t")])
     assert "expected a probability in [0, 1), got 1.5" in capsys.readouterr().err
+    assert main(["train", "go1", "--joint-friction-dr", "1.8", "0.8", "--out", str(tmp_path / "t")]) == 2
+    assert "0 <= LOW <= HIGH, got 1.8 0.8" in capsys.readouterr().err
 
 
 def test_shipped_policy_is_small_and_loads() -> None:

@@ -17,6 +17,7 @@ from scenefactory.tasks.locomotion.config import (
     CommandConfig,
     Go1TaskConfig,
     PushConfig,
+    RandomizationConfig,
     nominal,
     task_config_from_dict,
     task_config_to_dict,
@@ -179,6 +180,22 @@ def test_randomization_writes_per_world_physics(env: Go1Env) -> None:
     assert mass is not None
     trunk = mass[:, env.index.trunk_body]
     np.testing.assert_allclose(trunk, go1.TRUNK_MASS_KG + rnd.trunk_added_mass_kg)
+
+
+def test_joint_friction_randomization_is_per_world_and_off_by_default(env: Go1Env) -> None:
+    assert env.sim.batch.expanded("dof_damping") is None  # default (1, 1): the model's own values
+    cfg = Go1TaskConfig(num_envs=3, randomization=RandomizationConfig(joint_friction_scale=(0.8, 1.8)))
+    e = Go1Env(cfg, seed=2, nthread=1)
+    scale = e.randomizer.joint_friction_scale
+    assert ((scale >= 0.8) & (scale <= 1.8)).all() and len(set(scale)) == 3
+    dofs = e.index.joint_qvel
+    damping, friction = e.sim.batch.expanded("dof_damping"), e.sim.batch.expanded("dof_frictionloss")
+    assert damping is not None and friction is not None
+    np.testing.assert_allclose(damping[:, dofs], e.model.dof_damping[dofs] * scale[:, None])
+    np.testing.assert_allclose(friction[:, dofs], e.model.dof_frictionloss[dofs] * scale[:, None])
+    assert (damping[:, :6] == 0).all()  # the free joint is untouched
+    with pytest.raises(ValueError, match="joint_friction_scale"):
+        RandomizationConfig(joint_friction_scale=(-0.1, 1.0))
 
 
 def test_push_kicks_the_trunk_and_hold_commands_sticks() -> None:

@@ -48,6 +48,14 @@ def add_task_parser(command: str, tasks: Any) -> None:
             help="weight of the fine yaw-tracking kernel, sigma 0.01 (default 0: off)",
         )
         t.add_argument(
+            "--joint-friction-dr",
+            type=non_negative_float,
+            nargs=2,
+            default=(1.0, 1.0),
+            metavar=("LOW", "HIGH"),
+            help="scale joint damping and dry friction by U(LOW, HIGH) per episode (default 1 1: off)",
+        )
+        t.add_argument(
             "--init-from", type=Path, default=None, help="fine-tune: start from this Go1 training checkpoint"
         )
     elif command == "bench":
@@ -91,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             robust=not args.no_robustness,
             pure_turn_prob=args.pure_turn_prob,
             yaw_precision_weight=args.yaw_precision_weight,
+            joint_friction_scale=tuple(args.joint_friction_dr),
             init_from=args.init_from,
         )
         trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)

@@ -26,11 +26,13 @@ class RecipeOptions:
 
     ``pure_turn_prob``: share of commands that turn on the spot; ``yaw_precision_weight``: weight of
     the fine yaw-tracking kernel (``rewards.track_ang_vel_z_fine``; 0 = not in the reward);
-    ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`)."""
+    ``joint_friction_scale``: range of the per-episode scale of joint damping and dry friction
+    (randomized robots only); ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
     yaw_precision_weight: float = 0.0
+    joint_friction_scale: tuple[float, float] = (1.0, 1.0)
     init_from: Path | None = None
 
 
@@ -43,8 +45,15 @@ def train_spec(
     rewards = base.rewards
     if options.yaw_precision_weight:
         rewards += (RewardTerm("track_ang_vel_z_fine", track_ang_vel_z_fine, options.yaw_precision_weight),)
+    lo, hi = options.joint_friction_scale
+    if not 0 <= lo <= hi:
+        raise UserError(f"--joint-friction-dr must be LOW HIGH with 0 <= LOW <= HIGH, got {lo} {hi}")
+    assert base.randomization is not None
     task = replace(
-        base, commands=replace(base.commands, pure_turn_prob=options.pure_turn_prob), rewards=rewards
+        base,
+        commands=replace(base.commands, pure_turn_prob=options.pure_turn_prob),
+        randomization=replace(base.randomization, joint_friction_scale=(lo, hi)),
+        rewards=rewards,
     )
     init = None if options.init_from is None else str(options.init_from)
     if init is not None and not Path(init).is_file():

@@ -19,6 +19,10 @@ motor strength             × U(0.9, 1.1) per joint     per episode
 PD gains Kp, Kd            × U(0.9, 1.1) per world     per episode
 action latency             U(0, 20) ms, whole physics  per episode
                            steps (0–4 at 200 Hz)
+joint damping and dry      × U(lo, hi), one draw per   per episode (off by default: (1, 1); the
+friction                   world for both              fine-tuning stage of the shipped policy
+                                                       uses (0.8, 1.8); not in the critic's
+                                                       privileged vector)
 sensor noise (actor only)  gyro ±0.2 rad/s, gravity    every step (Isaac Lab's values)
                            ±0.05, joint pos ±0.01 rad,
                            joint vel ±1.5 rad/s
@@ -100,10 +104,12 @@ class RandomizationConfig:
     motor_strength: tuple[float, float] = (0.9, 1.1)
     pd_gain_scale: tuple[float, float] = (0.9, 1.1)
     latency_s: tuple[float, float] = (0.0, 0.02)
+    joint_friction_scale: tuple[float, float] = (1.0, 1.0)
 
     def __post_init__(self) -> None:
         """Validate ranges."""
         for name in (
+            "joint_friction_scale",
             "floor_friction",
             "link_mass_scale",
             "trunk_added_mass_kg",
@@ -114,6 +120,8 @@ class RandomizationConfig:
             _pair(name, *getattr(self, name))
         if self.floor_friction[0] <= 0 or self.link_mass_scale[0] <= 0 or self.latency_s[0] < 0:
             raise ValueError("friction and mass scale must be positive and latency non-negative")
+        if self.joint_friction_scale[0] < 0:
+            raise ValueError(f"joint_friction_scale must be >= 0, got {self.joint_friction_scale}")
 
 
 @dataclass(frozen=True)

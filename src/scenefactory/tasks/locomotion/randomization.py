@@ -1,7 +1,8 @@
 """Per-episode domain randomization of the quadruped worlds (ranges in ``config``).
 
 :class:`Randomizer` holds the parameters drawn for every world and writes the model-side ones
-(floor friction, link and trunk masses, trunk centre of mass) into the batch's per-world model
+(floor friction, link and trunk masses, trunk centre of mass, joint damping and dry friction)
+into the batch's per-world model
 fields; the actuator-side ones (motor strength, PD gain scales, action latency) are read by the
 task's PD loop. ``None`` config = the nominal robot in every world.
 """
@@ -32,14 +33,20 @@ class Randomizer:
         self.kp_scale = np.ones(n)
         self.kd_scale = np.ones(n)
         self.latency_steps = np.zeros(n, dtype=np.int64)
+        self.joint_friction_scale = np.ones(n)
         m = sim.model
         self._mass0 = m.body_mass.copy()
         self._ipos0 = m.body_ipos.copy()
+        self._damping0 = m.dof_damping.copy()
+        self._frictionloss0 = m.dof_frictionloss.copy()
         self.friction[:] = m.geom_friction[index.floor_geom, 0]
         if cfg is not None:
             self._geom_friction = sim.expand("geom_friction")
             self._body_mass = sim.expand("body_mass")
             self._body_ipos = sim.expand("body_ipos")
+            if cfg.joint_friction_scale != (1.0, 1.0):
+                self._dof_damping = sim.expand("dof_damping")
+                self._dof_frictionloss = sim.expand("dof_frictionloss")
 
     def sample(self, ids: np.ndarray, rng: np.random.Generator) -> None:
         """Draw new parameters for worlds ``ids`` and write them into the simulation."""
@@ -62,6 +69,11 @@ class Randomizer:
         self._body_mass[rows, ix.link_bodies] = self._mass0[ix.link_bodies] * self.link_mass_scale[ids]
         self._body_mass[ids, ix.trunk_body] = self._mass0[ix.trunk_body] + self.trunk_added_mass_kg[ids]
         self._body_ipos[ids, ix.trunk_body] = self._ipos0[ix.trunk_body] + self.trunk_com_offset_m[ids]
+        if c.joint_friction_scale != (1.0, 1.0):  # no draw otherwise: older runs reproduce
+            self.joint_friction_scale[ids] = rng.uniform(*c.joint_friction_scale, n)
+            dofs, scale = ix.joint_qvel, self.joint_friction_scale[ids][:, None]
+            self._dof_damping[rows, dofs] = self._damping0[dofs] * scale
+            self._dof_frictionloss[rows, dofs] = self._frictionloss0[dofs] * scale
         self.sim.batch.set_const(ids)
 
     def privileged(self) -> np.ndarray:
