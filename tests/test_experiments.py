@@ -54,7 +54,14 @@ def _finite_numbers(doc: Any) -> list[float]:
 
 
 def test_registry_names_and_lookup() -> None:
-    assert list(EXPERIMENTS) == ["transfer", "friction-change", "wet-road", "log-grounding", "grounding"]
+    assert list(EXPERIMENTS) == [
+        "transfer",
+        "friction-change",
+        "wet-road",
+        "log-grounding",
+        "grounding",
+        "matrix",
+    ]
     for name, e in EXPERIMENTS.items():
         assert e.name == name and callable(e.run) and e.summary
     assert get_experiment("wet-road").kinds == ("aware", "unaware")

@@ -55,6 +55,13 @@ def _tier_path(text: str) -> tuple[str, Path]:
     return tier, Path(path)
 
 
+def _model_path(text: str) -> tuple[str, Path]:
+    kind, sep, path = text.partition("=")
+    if not sep or not kind or not path:
+        raise argparse.ArgumentTypeError(f"expected KIND=PATH (e.g. gru=runs/fit_gru/model.pt), got '{text}'")
+    return kind, Path(path)
+
+
 def _engine(text: str) -> str:
     from scenefactory.engines import ENGINES
 
@@ -157,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     x.add_argument(
         "--budget", type=_positive, default=None, help="grounding: target transitions per grounding fit"
+    )
+    x.add_argument(
+        "--dynamics-model",
+        action="append",
+        default=[],
+        metavar="KIND=PATH",
+        type=_model_path,
+        help="matrix: a fit-dynamics model.pt to use instead of fitting that family (repeatable)",
     )
     x.add_argument("--out", type=Path, required=True)
 
@@ -351,6 +366,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             command=command,
             action_lag_steps=args.action_lag_steps,
             budget=args.budget,
+            dynamics_models=tuple(args.dynamics_model),
         )
         run_experiment(args.name, xargs)
         print(f"report: {args.out / 'report.md'}")

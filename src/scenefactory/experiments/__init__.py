@@ -11,6 +11,9 @@ with 95 % CIs), ``results.json`` (every number, atomically) and PNG plots.
   where grounded (corrected) abstract engines plug in.
 - ``grounding``: each grounding method's policies on mujoco with an actuator lag: the fraction of
   the direct-transfer → oracle gap each closes (``--action-lag-steps``, ``--budget``).
+- ``matrix``: policies trained on kinematic, on each learned dynamics model of mujoco and on mujoco,
+  each evaluated on mujoco and kinematic; each model's held-out error against the goal reach on
+  mujoco of the policies trained in it (``--dynamics-model KIND=PATH``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from scenefactory.errors import UserError
-from scenefactory.experiments import friction_change, grounding, log_grounding, transfer, wet_road
+from scenefactory.experiments import friction_change, grounding, log_grounding, matrix, transfer, wet_road
 from scenefactory.experiments.base import Experiment, ExperimentArgs, Sizes
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -29,6 +32,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         wet_road.EXPERIMENT,
         log_grounding.EXPERIMENT,
         grounding.EXPERIMENT,
+        matrix.EXPERIMENT,
     )
 }
 """Experiment name → registry entry."""

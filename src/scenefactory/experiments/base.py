@@ -65,9 +65,9 @@ class ExperimentArgs:
     ``iterations`` override the experiment's sizes; ``sizes`` replaces its presets wholesale
     (tests, scripts); ``command`` is the command as typed, quoted in the report.
     ``action_lag_steps`` (target actuator lag [policy steps]), ``budget`` (target transitions a
-    grounding fit may use) and ``dynamics_models`` (fitted ``model.pt`` files) are options of the
-    experiments that list them in :attr:`Experiment.options`; ``None`` / empty: the experiment's
-    default.
+    grounding fit may use) and ``dynamics_models`` (``(kind, path)`` pairs of fitted ``model.pt``
+    files, ``--dynamics-model KIND=PATH``) are options of the experiments that list them in
+    :attr:`Experiment.options`; ``None`` / empty: the experiment's default.
     """
 
     out: Path
@@ -82,7 +82,7 @@ class ExperimentArgs:
     sizes: Sizes | None = None
     action_lag_steps: int | None = None
     budget: int | None = None
-    dynamics_models: tuple[Path, ...] = ()
+    dynamics_models: tuple[tuple[str, Path], ...] = ()
 
     def options_set(self) -> list[str]:
         """The experiment-specific options given (flag names), to check against :attr:`Experiment.options`."""
