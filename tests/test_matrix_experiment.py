@@ -104,6 +104,11 @@ def test_given_models_are_checked_and_read(tiny_run: tuple[Path, dict[str, Any]]
         xp.given_models(ExperimentArgs(out=tmp_path, dynamics_models=(("gru", mlp),)))
     with pytest.raises(UserError, match="given twice"):
         xp.given_models(ExperimentArgs(out=tmp_path, dynamics_models=(("mlp", mlp), ("mlp", mlp))))
+    # a given learned policy without --dynamics-model: its model is read from the policy's spec
+    policy = out / "train" / "gru_s0" / "checkpoints" / "latest.pt"
+    spec_model = xp._model_of_checkpoints([policy])
+    assert spec_model is not None and spec_model["path"] == str(gru)
+    assert spec_model["source"] == "the given policy's spec"
 
 
 def test_bad_checkpoint_kind_and_model_flags_are_clear_errors(
