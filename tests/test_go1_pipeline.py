@@ -198,6 +198,32 @@ def test_cli_eval_export_deploy_and_errors(
     assert "expected a probability in [0, 1), got 1.5" in capsys.readouterr().err
     assert main(["train", "go1", "--joint-friction-dr", "1.8", "0.8", "--out", str(tmp_path / "t")]) == 2
     assert "0 <= LOW <= HIGH, got 1.8 0.8" in capsys.readouterr().err
+    assert main(["train", "go1", "--reward-weight", "action_rat=-1", "--out", str(tmp_path / "t")]) == 2
+    assert "unknown term 'action_rat', expected one of track_lin_vel_xy" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "go1", "--reward-weight", "action_rate", "--out", str(tmp_path / "t")])
+    assert "expected TERM=WEIGHT" in capsys.readouterr().err
+
+
+def test_recipe_options_reach_the_task() -> None:
+    opts = go1_jobs.RecipeOptions(
+        pure_turn_prob=0.2,
+        yaw_precision_weight=0.5,
+        joint_friction_scale=(0.8, 1.8),
+        latency_ms=(5.0, 20.0),
+        reward_weights=(("action_rate", -0.03),),
+    )
+    task = go1_jobs.train_spec(16, 3, 0, opts).task
+    assert task.commands.pure_turn_prob == 0.2
+    assert task.randomization is not None and task.randomization.latency_s == (0.005, 0.02)
+    assert task.randomization.joint_friction_scale == (0.8, 1.8)
+    weights = {t.name: t.weight for t in task.rewards}
+    assert weights["action_rate"] == -0.03 and weights["track_ang_vel_z_fine"] == 0.5
+    assert weights["track_lin_vel_xy"] == 1.5  # the others keep their defaults
+    base = go1_jobs.train_spec(16, 3, 0).task
+    assert base == Go1TaskConfig(num_envs=16)  # no options: the base recipe exactly
+    ablation = go1_jobs.train_spec(16, 3, 0, replace(opts, robust=False)).task
+    assert ablation.randomization is None and ablation.commands.pure_turn_prob == 0.2
 
 
 def test_shipped_policy_is_small_and_loads() -> None:

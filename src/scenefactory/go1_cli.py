@@ -16,6 +16,17 @@ from scenefactory.argtypes import non_negative_float, probability
 from scenefactory.argtypes import positive_int as _positive
 
 
+def _term_weight(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, float(value)
+    except ValueError:
+        msg = f"expected TERM=WEIGHT, e.g. action_rate=-0.03, got '{text}'"
+        raise argparse.ArgumentTypeError(msg) from None
+
+
 def add_task_parser(command: str, tasks: Any) -> None:
     """Add the ``go1`` task under ``command`` (train, eval, bench or render)."""
     helps = {
@@ -54,6 +65,22 @@ def add_task_parser(command: str, tasks: Any) -> None:
             default=(1.0, 1.0),
             metavar=("LOW", "HIGH"),
             help="scale joint damping and dry friction by U(LOW, HIGH) per episode (default 1 1: off)",
+        )
+        t.add_argument(
+            "--latency-ms",
+            type=non_negative_float,
+            nargs=2,
+            default=None,
+            metavar=("LOW", "HIGH"),
+            help="action latency range drawn per episode (default 0 20)",
+        )
+        t.add_argument(
+            "--reward-weight",
+            type=_term_weight,
+            action="append",
+            default=[],
+            metavar="TERM=W",
+            help="replace a reward term's weight (repeatable), e.g. action_rate=-0.03",
         )
         t.add_argument(
             "--init-from", type=Path, default=None, help="fine-tune: start from this Go1 training checkpoint"
@@ -100,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
             pure_turn_prob=args.pure_turn_prob,
             yaw_precision_weight=args.yaw_precision_weight,
             joint_friction_scale=tuple(args.joint_friction_dr),
+            latency_ms=None if args.latency_ms is None else tuple(args.latency_ms),
+            reward_weights=tuple(args.reward_weight),
             init_from=args.init_from,
         )
         trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)

@@ -27,13 +27,28 @@ class RecipeOptions:
     ``pure_turn_prob``: share of commands that turn on the spot; ``yaw_precision_weight``: weight of
     the fine yaw-tracking kernel (``rewards.track_ang_vel_z_fine``; 0 = not in the reward);
     ``joint_friction_scale``: range of the per-episode scale of joint damping and dry friction
-    (randomized robots only); ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`)."""
+    (randomized robots only); ``latency_ms``: the action-latency range (randomized robots; ``None``
+    = the config's 0–20 ms); ``reward_weights``: (term name, weight) pairs replacing the default
+    weights; ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
     yaw_precision_weight: float = 0.0
     joint_friction_scale: tuple[float, float] = (1.0, 1.0)
+    latency_ms: tuple[float, float] | None = None
+    reward_weights: tuple[tuple[str, float], ...] = ()
     init_from: Path | None = None
+
+
+def _reweighted(
+    rewards: tuple[RewardTerm, ...], weights: tuple[tuple[str, float], ...]
+) -> tuple[RewardTerm, ...]:
+    names = [t.name for t in rewards]
+    new = dict(weights)
+    for name in new:
+        if name not in names:
+            raise UserError(f"--reward-weight: unknown term '{name}', expected one of {', '.join(names)}")
+    return tuple(replace(t, weight=new.get(t.name, t.weight)) for t in rewards)
 
 
 def train_spec(
@@ -49,11 +64,17 @@ def train_spec(
     if not 0 <= lo <= hi:
         raise UserError(f"--joint-friction-dr must be LOW HIGH with 0 <= LOW <= HIGH, got {lo} {hi}")
     assert base.randomization is not None
+    rnd = replace(base.randomization, joint_friction_scale=(lo, hi))
+    if options.latency_ms is not None:
+        lat_lo, lat_hi = options.latency_ms
+        if not 0 <= lat_lo <= lat_hi:
+            raise UserError(f"--latency-ms must be LOW HIGH with 0 <= LOW <= HIGH, got {lat_lo} {lat_hi}")
+        rnd = replace(rnd, latency_s=(lat_lo / 1000.0, lat_hi / 1000.0))
     task = replace(
         base,
         commands=replace(base.commands, pure_turn_prob=options.pure_turn_prob),
-        randomization=replace(base.randomization, joint_friction_scale=(lo, hi)),
-        rewards=rewards,
+        randomization=rnd,
+        rewards=_reweighted(rewards, options.reward_weights),
     )
     init = None if options.init_from is None else str(options.init_from)
     if init is not None and not Path(init).is_file():
