@@ -184,9 +184,12 @@ def test_cli_eval_export_deploy_and_errors(
     assert small.stat().st_size < 600_000
     assert load_go1_policy(small).meta["iteration"] == 2
     args = ["deploy", "go1", "--policy", str(tmp_path / "exp"), "--episodes", "1", "--seconds", "0.4"]
-    assert main([*args, "--out", str(tmp_path / "dep")]) == 0
+    assert main([*args, "--decompose", "--out", str(tmp_path / "dep")]) == 0
     report = json.loads((tmp_path / "dep" / "sim2sim.json").read_text())
     assert len(report["comparison"]) == 9 and "passed" in report["summary"]
+    dec = report["decomposition"]
+    assert len(dec) == 6 and all(len(rows) == 9 for rows in dec.values())
+    assert "| actuator delay |" in (tmp_path / "dep" / "report.md").read_text()
     assert main(["eval", "go1", "--checkpoint", str(tmp_path / "nope.pt"), "--out", str(tmp_path / "e")]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
     assert main(["deploy", "go1", "--policy", str(tmp_path / "missing"), "--out", str(tmp_path / "d")]) == 2
@@ -252,3 +255,18 @@ def test_sim2sim_verdict_ratio_or_floor(monkeypatch: pytest.MonkeyPatch) -> None
     # within 1.5x; 1.75x and 0.03 above; 4x of almost nothing (0.003 above); within 1.5x but a fall
     assert [c["passed"] for c in res["comparison"]] == [True, False, True, False]
     assert not res["summary"]["passed"]
+
+
+def test_single_changes_apply_one_difference_of_the_target_each() -> None:
+    from dataclasses import asdict
+
+    from scenefactory.deploy import check
+
+    train, target = asdict(check.TRAINING_SIM), asdict(check.SIM2SIM)
+    seen: set[str] = set()
+    for cfg in check.single_changes().values():
+        changed = {k for k, v in asdict(cfg).items() if v != train[k]}
+        assert changed and all(asdict(cfg)[k] == target[k] for k in changed)
+        assert not changed & seen  # no field in two changes
+        seen |= changed
+    assert seen == {k for k in train if train[k] != target[k]}  # together they are the whole target

@@ -113,6 +113,11 @@ def add_commands(sub: Any) -> None:
     dg.add_argument("--episodes", type=_positive, default=8, help="runs per command")
     dg.add_argument("--seconds", type=float, default=10.0, help="length of each run")
     dg.add_argument("--seed", type=int, default=0)
+    dg.add_argument(
+        "--decompose",
+        action="store_true",
+        help="also compare the training sim with each single change of the target (which one breaks it)",
+    )
     dg.add_argument("--out", type=Path, required=True)
 
 
@@ -144,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.command == "export":
         out = {k: str(v) for k, v in jobs.export(args.checkpoint, args.out).items()}
     else:
-        out = jobs.deploy(args.policy, args.episodes, args.seconds, args.seed, args.out)["summary"]
+        out = jobs.deploy(args.policy, args.episodes, args.seconds, args.seed, args.out, args.decompose)
+        out = out["summary"]
     print(json.dumps(out))
     return 0

@@ -202,8 +202,12 @@ def export(checkpoint: Path | None, out: Path) -> dict[str, Path]:
     return paths
 
 
-def deploy(policy_dir: Path | None, episodes: int, seconds: float, seed: int, out: Path) -> dict[str, Any]:
-    """Sim-to-sim check of an exported policy (exports the shipped one when ``policy_dir`` is None)."""
+def deploy(
+    policy_dir: Path | None, episodes: int, seconds: float, seed: int, out: Path, decompose: bool = False
+) -> dict[str, Any]:
+    """Sim-to-sim check of an exported policy (exports the shipped one when ``policy_dir`` is None);
+    ``decompose`` adds the comparison against each single change of the target."""
+    from scenefactory.deploy import check
     from scenefactory.deploy.check import sim2sim
     from scenefactory.deploy.runner import OnnxPolicyRunner
 
@@ -216,6 +220,10 @@ def deploy(policy_dir: Path | None, episodes: int, seconds: float, seed: int, ou
         raise UserError(str(exc)) from exc
     t0 = time.perf_counter()
     result = sim2sim(runner, episodes=episodes, seconds=seconds, seed=seed)
+    if decompose:
+        result["decomposition"] = check.decompose(
+            runner, result["training_sim"], episodes, seconds, settle_s=2.0, seed=seed
+        )
     result.update(
         {"policy_dir": str(policy_dir), "seed": seed, "seconds": seconds, "wall_s": time.perf_counter() - t0}
     )
@@ -253,6 +261,32 @@ def deploy_report(result: dict[str, Any]) -> str:
         )
     s = result["summary"]
     lines += ["", f"Verdict: {'passed' if s['passed'] else 'FAILED'} (max ratio {s['max_ratio']:.2f}).", ""]
+    lines += [
+        "Yaw-rate bias (mean signed error, rad/s) on the training sim / sim-to-sim: "
+        + ", ".join(
+            f"{a['command']['yaw_radps']:+.1f}: "
+            f"{a['yaw_rate_bias_radps']:+.3f} / {b['yaw_rate_bias_radps']:+.3f}"
+            for a, b in zip(result["training_sim"], result["sim2sim"], strict=True)
+            if a["command"]["yaw_radps"] != 0
+        ),
+        "",
+    ]
+    if "decomposition" in result:
+        cmds = [c["command"] for c in result["comparison"]]
+        head = " | ".join(f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in cmds)
+        lines += [
+            "## One change at a time",
+            "",
+            "Ratio of each command's primary error to the training simulator's, with only that change "
+            "of the sim-to-sim robot applied (* = fails the rule).",
+            "",
+            f"| change | {head} |",
+            "|---|" + "---|" * len(cmds),
+        ]
+        for name, rows in result["decomposition"].items():
+            cells = " | ".join(f"{c['ratio']:.2f}{'' if c['passed'] else '*'}" for c in rows)
+            lines.append(f"| {name} | {cells} |")
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -61,11 +62,11 @@ def track(
     rows = []
     for cmd in commands:
         c = np.asarray(cmd, dtype=np.float64)
-        lin, yaw, falls = [], [], 0
+        lin, yaw, yaw_signed, falls = [], [], [], 0
         for _ in range(episodes):
             robot.reset(yaw=float(rng.uniform(-math.pi, math.pi)))
             runner.reset()
-            el, ey, fell = [], [], False
+            el, ey, es, fell = [], [], [], False
             for t in range(ticks):
                 runner.step(robot, c)
                 if robot.fallen():
@@ -75,11 +76,13 @@ def track(
                     v, w = robot.body_velocity()
                     el.append(float(np.linalg.norm(v - c[:2])))
                     ey.append(abs(w - c[2]))
+                    es.append(w - c[2])
             if fell:
                 falls += 1
             else:
                 lin.append(float(np.mean(el)))
                 yaw.append(float(np.mean(ey)))
+                yaw_signed.append(float(np.mean(es)))
         lm, lh = _mean_ci(lin)
         ym, yh = _mean_ci(yaw)
         rows.append(
@@ -90,6 +93,7 @@ def track(
                 "lin_vel_error_ci95_half": lh,
                 "yaw_rate_error_radps": ym,
                 "yaw_rate_error_ci95_half": yh,
+                "yaw_rate_bias_radps": _mean_ci(yaw_signed)[0],
                 "falls": falls,
             }
         )
@@ -107,8 +111,24 @@ def sim2sim(
     """Both robots, the comparison per command, and an overall verdict."""
     train_rows = track(runner, TRAINING_SIM, commands, episodes, seconds, settle_s, seed)
     s2s_rows = track(runner, SIM2SIM, commands, episodes, seconds, settle_s, seed)
+    comparison = compare(train_rows, s2s_rows)
+    return {
+        "training_sim": train_rows,
+        "sim2sim": s2s_rows,
+        "comparison": comparison,
+        "summary": {
+            "passed": all(c["passed"] for c in comparison),
+            "max_ratio": max(c["ratio"] for c in comparison),
+            "sim2sim_falls": sum(c["sim2sim_falls"] for c in comparison),
+            "episodes_per_command": episodes,
+        },
+    }
+
+
+def compare(train_rows: list[dict[str, Any]], other_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per command: the primary error on both robots, ratio, increase, the other's falls, verdict."""
     comparison = []
-    for a, b in zip(train_rows, s2s_rows, strict=True):
+    for a, b in zip(train_rows, other_rows, strict=True):
         # the primary error of a command: linear for translation commands, yaw for pure turning
         key = (
             "yaw_rate_error_radps"
@@ -128,14 +148,41 @@ def sim2sim(
                 "passed": bool(b["falls"] == 0 and (ratio <= TOLERANCE or b[key] - a[key] <= FLOOR)),
             }
         )
+    return comparison
+
+
+def single_changes() -> dict[str, SimRobotConfig]:
+    """The training simulator with one of the sim-to-sim target's changes at a time."""
+    t, s = TRAINING_SIM, SIM2SIM
     return {
-        "training_sim": train_rows,
-        "sim2sim": s2s_rows,
-        "comparison": comparison,
-        "summary": {
-            "passed": all(c["passed"] for c in comparison),
-            "max_ratio": max(c["ratio"] for c in comparison),
-            "sim2sim_falls": sum(c["sim2sim_falls"] for c in comparison),
-            "episodes_per_command": episodes,
-        },
+        "solver (1 ms, Euler, CG, elliptic)": replace(t, solver=s.solver),
+        "actuator delay": replace(t, actuator_delay_s=s.actuator_delay_s),
+        "sensor noise": replace(
+            t,
+            gyro_noise_radps=s.gyro_noise_radps,
+            joint_pos_noise_rad=s.joint_pos_noise_rad,
+            joint_vel_noise_radps=s.joint_vel_noise_radps,
+        ),
+        "joint damping and friction": replace(
+            t, joint_damping_scale=s.joint_damping_scale, joint_friction_scale=s.joint_friction_scale
+        ),
+        "trunk mass": replace(t, trunk_added_mass_kg=s.trunk_added_mass_kg),
+        "floor friction": replace(t, floor_friction=s.floor_friction),
+    }
+
+
+def decompose(
+    runner: OnnxPolicyRunner,
+    train_rows: list[dict[str, Any]],
+    episodes: int,
+    seconds: float,
+    settle_s: float,
+    seed: int,
+    commands: Sequence[tuple[float, float, float]] = DEPLOY_COMMANDS,
+) -> dict[str, list[dict[str, Any]]]:
+    """Which change breaks the transfer: :func:`compare` of the training simulator against each
+    of :func:`single_changes` (``train_rows``: the training simulator's rows for ``commands``)."""
+    return {
+        name: compare(train_rows, track(runner, cfg, commands, episodes, seconds, settle_s, seed))
+        for name, cfg in single_changes().items()
     }
