@@ -184,6 +184,34 @@ def policies(
     return paths
 
 
+def train_spec(
+    engine: str,
+    sizes: Sizes,
+    seed: int,
+    grounding: Path | None = None,
+    action_lag_steps: int = 0,
+    dynamics_model: Path | None = None,
+) -> Any:
+    """The :class:`~scenefactory.rl.ppo.TrainSpec` of a policy trained on ``engine`` (the demo's
+    task and PPO settings at ``sizes``)."""
+    from scenefactory.drive import TrainArgs, make_spec
+
+    return make_spec(
+        TrainArgs(
+            out=Path("."),
+            engine=engine,
+            worlds=sizes.train_worlds,
+            agents=sizes.train_agents,
+            iterations=sizes.iterations,
+            seed=seed,
+            num_train_scenes=sizes.train_scenes,
+            grounding=None if grounding is None else str(grounding),
+            dynamics_model=None if dynamics_model is None else str(dynamics_model),
+            action_lag_steps=action_lag_steps,
+        )
+    )
+
+
 def training_seeds(given: Sequence[Path], args: ExperimentArgs, sizes: Sizes) -> list[int] | str:
     """What the report says about a kind's seeds: the list trained here, or 'given checkpoints'."""
     return "given checkpoints" if given else list(range(args.seed, args.seed + sizes.seeds))

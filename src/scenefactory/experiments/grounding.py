@@ -45,6 +45,7 @@ from scenefactory.experiments.base import (
     console,
     evaluate_pooled,
     policies,
+    train_spec,
     training_seeds,
 )
 from scenefactory.experiments.gap import DRAWS, OUTCOMES, gap_closed, gap_difference, scene_counts
@@ -114,34 +115,6 @@ FULL_SETTINGS = GroundingSettings()
 QUICK_SETTINGS = GroundingSettings(
     budget=2000, collect_worlds=8, fit_steps=200, sysid_iterations=20, gat_sim_transitions=2000
 )
-
-
-def train_spec(
-    engine: str,
-    sizes: Sizes,
-    seed: int,
-    grounding: Path | None = None,
-    action_lag_steps: int = 0,
-    dynamics_model: Path | None = None,
-) -> Any:
-    """The :class:`~scenefactory.rl.ppo.TrainSpec` of a policy trained on ``engine`` (the demo's
-    task and PPO settings at ``sizes``)."""
-    from scenefactory.drive import TrainArgs, make_spec
-
-    return make_spec(
-        TrainArgs(
-            out=Path("."),
-            engine=engine,
-            worlds=sizes.train_worlds,
-            agents=sizes.train_agents,
-            iterations=sizes.iterations,
-            seed=seed,
-            num_train_scenes=sizes.train_scenes,
-            grounding=None if grounding is None else str(grounding),
-            dynamics_model=None if dynamics_model is None else str(dynamics_model),
-            action_lag_steps=action_lag_steps,
-        )
-    )
 
 
 def collect_target(

@@ -48,6 +48,7 @@ from scenefactory.experiments.base import (
     evaluate_pooled,
     policies,
     rate_difference,
+    train_spec,
     training_seeds,
 )
 from scenefactory.experiments.gap import DRAWS, OUTCOMES, gap_closed, scene_counts
@@ -56,7 +57,6 @@ from scenefactory.experiments.grounding import (
     GroundingSettings,
     collect_target,
     held_out_scenes,
-    train_spec,
 )
 from scenefactory.experiments.report import (
     fmt_ci,

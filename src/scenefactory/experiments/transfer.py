@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from scenefactory.evaluation.metrics import wilson_interval
-from scenefactory.experiments.base import Experiment, ExperimentArgs, Sizes, policies, training_seeds
+from scenefactory.experiments.base import (
+    Experiment,
+    ExperimentArgs,
+    Sizes,
+    policies,
+    train_spec,
+    training_seeds,
+)
 from scenefactory.experiments.report import markdown_table, write_report
 from scenefactory.io import atomic_write_text, write_json
 
@@ -28,21 +34,6 @@ FULL = Sizes(seeds=3, train_worlds=128, train_agents=8, iterations=200, train_sc
 QUICK = Sizes(
     seeds=1, train_worlds=16, train_agents=4, iterations=15, train_scenes=24, episodes=12, eval_worlds=12
 )
-
-
-def _spec(tier: str, sizes: Sizes, seed: int) -> Any:
-    from scenefactory.drive import TrainArgs, make_spec
-
-    args = TrainArgs(
-        out=Path("."),
-        engine=tier,
-        worlds=sizes.train_worlds,
-        agents=sizes.train_agents,
-        iterations=sizes.iterations,
-        seed=seed,
-        num_train_scenes=sizes.train_scenes,
-    )
-    return make_spec(args)
 
 
 def _pool(metrics: list[dict[str, Any]]) -> dict[str, Any]:
@@ -64,7 +55,7 @@ def run(args: ExperimentArgs) -> dict[str, Any]:
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)
     given = args.checkpoints_by_kind(TIERS)
-    ckpts = {t: policies(t, given[t], partial(_spec, t, sizes), args, sizes) for t in TIERS}
+    ckpts = {t: policies(t, given[t], partial(train_spec, t, sizes), args, sizes) for t in TIERS}
     cells: dict[str, dict[str, Any]] = {}
     for trained in TIERS:
         for engine in TIERS:
