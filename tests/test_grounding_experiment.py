@@ -110,3 +110,29 @@ def test_bad_checkpoint_kind_and_foreign_flags_are_clear_errors(
     assert "--action-lag-steps" in error("wet-road", "--action-lag-steps", "2")
     with pytest.raises(Exception, match="budget must be an integer >= 1"):
         xp.GroundingSettings(budget=0)
+
+
+def test_target_collection_is_redone_longer_when_it_falls_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scenefactory.errors import UserError
+    from scenefactory.grounding import dataset
+
+    calls: list[int] = []
+
+    def fake_collect(out: Path, **kw: Any) -> dict[str, Any]:
+        calls.append(kw["steps"])
+        out.mkdir(parents=True)
+        return {"transitions": yields[len(calls) - 1]}
+
+    monkeypatch.setattr(dataset, "collect", fake_collect)
+    st = xp.GroundingSettings(budget=1000, collect_worlds=4)
+    need = math.ceil(xp.TRAIN_SPLIT_MARGIN * 1000 / (1 - xp.HOLDOUT_FRAC))
+    yields = [need // 2, need + 1]  # agents finished early: the first pass is half of what is needed
+    meta = xp.collect_target(tmp_path / "d", st, agents=2, seed=0, checkpoint=None)
+    assert meta["collect_attempts"] == 2 and calls[1] > 2 * calls[0]
+    calls.clear()
+    yields = [10] * xp.COLLECT_ATTEMPTS
+    with pytest.raises(UserError, match="lower --budget"):
+        xp.collect_target(tmp_path / "e", st, agents=2, seed=0, checkpoint=None)
+    assert len(calls) == xp.COLLECT_ATTEMPTS

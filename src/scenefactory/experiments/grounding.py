@@ -73,6 +73,10 @@ HOLDOUT_FRAC = 0.2
 """Episodes of the target data the fits hold out (``GroundConfig.holdout_frac``)."""
 COLLECT_MARGIN = 2.0
 """Target transitions collected per budgeted one (held-out episodes, finished agents)."""
+TRAIN_SPLIT_MARGIN = 1.15
+"""Collected transitions per budgeted one beyond the held-out share (the split is by episodes)."""
+COLLECT_ATTEMPTS = 3
+"""Collections tried before giving up on the budget."""
 FULL = Sizes(seeds=3, train_worlds=128, train_agents=8, iterations=200, train_scenes=120, episodes=100)
 QUICK = Sizes(
     seeds=1, train_worlds=16, train_agents=4, iterations=15, train_scenes=24, episodes=12, eval_worlds=12
@@ -120,23 +124,45 @@ QUICK_SETTINGS = GroundingSettings(
 def collect_target(
     out: Path, settings: GroundingSettings, agents: int, seed: int, checkpoint: Path | None
 ) -> dict[str, Any]:
-    """Drive the target (``ENGINE`` with the lag) with ``checkpoint``'s policy mix; the dataset's meta."""
+    """Drive the target (``ENGINE`` with the lag) with ``checkpoint``'s policy mix until the data
+    leaves the budget after the held-out episodes; the dataset's meta. A first attempt is sized by
+    :data:`COLLECT_MARGIN`; agents that finish early record nothing until their world resets, so
+    when it falls short the collection is redone longer (up to :data:`COLLECT_ATTEMPTS` times)."""
+    import shutil
+
     from scenefactory.grounding.dataset import collect
 
     per_step = settings.collect_worlds * agents
+    need = math.ceil(TRAIN_SPLIT_MARGIN * settings.budget / (1.0 - HOLDOUT_FRAC))
     steps = math.ceil(COLLECT_MARGIN * settings.budget / ((1.0 - HOLDOUT_FRAC) * per_step))
     t0 = time.perf_counter()
-    meta = collect(
-        out,
-        engine=ENGINE,
-        worlds=settings.collect_worlds,
-        agents=agents,
-        steps=steps,
-        seed=seed,
-        checkpoint=checkpoint,
-        action_lag_steps=settings.action_lag_steps,
-    )
+    attempts = 0
+    while True:
+        attempts += 1
+        if out.exists():
+            shutil.rmtree(out)
+        meta = collect(
+            out,
+            engine=ENGINE,
+            worlds=settings.collect_worlds,
+            agents=agents,
+            steps=steps,
+            seed=seed,
+            checkpoint=checkpoint,
+            action_lag_steps=settings.action_lag_steps,
+        )
+        got = int(meta["transitions"])
+        if got >= need:
+            break
+        if attempts == COLLECT_ATTEMPTS:
+            raise UserError(
+                f"{out}: {attempts} collections gave {got} target transitions, fewer than the {need} "
+                f"that --budget {settings.budget} needs; lower --budget"
+            )
+        console.print(f"target data: {got} transitions from {steps} steps, need {need}; collecting longer")
+        steps = math.ceil(steps * 1.25 * need / max(got, 1))
     meta["wall_s"] = time.perf_counter() - t0
+    meta["collect_attempts"] = attempts
     console.print(f"target data: {meta['transitions']} transitions in {out} ({meta['wall_s']:.0f} s)")
     return meta
 
