@@ -20,8 +20,8 @@ PD gains Kp, Kd            × U(0.9, 1.1) per world     per episode
 action latency             U(0, 20) ms, whole physics  per episode
                            steps (0–4 at 200 Hz)
 joint damping and dry      × U(lo, hi), one draw per   per episode (off by default: (1, 1); the
-friction                   world for both              fine-tuning stage of the shipped policy
-                                                       uses (0.8, 1.8); not in the critic's
+friction                   world for both              README's fine-tuning attempt uses
+                                                       (0.8, 1.8); not in the critic's
                                                        privileged vector)
 sensor noise (actor only)  gyro ±0.2 rad/s, gravity    every step (Isaac Lab's values)
                            ±0.05, joint pos ±0.01 rad,
