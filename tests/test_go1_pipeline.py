@@ -223,6 +223,7 @@ def test_recipe_options_reach_the_task() -> None:
     weights = {t.name: t.weight for t in task.rewards}
     assert weights["action_rate"] == -0.03 and weights["track_ang_vel_z_fine"] == 0.5
     assert weights["track_lin_vel_xy"] == 1.5  # the others keep their defaults
+    assert go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(history=15)).task.history == 15
     base = go1_jobs.train_spec(16, 3, 0).task
     assert base == Go1TaskConfig(num_envs=16)  # no options: the base recipe exactly
     ablation = go1_jobs.train_spec(16, 3, 0, replace(opts, robust=False)).task

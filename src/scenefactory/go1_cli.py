@@ -83,6 +83,12 @@ def add_task_parser(command: str, tasks: Any) -> None:
             help="replace a reward term's weight (repeatable), e.g. action_rate=-0.03",
         )
         t.add_argument(
+            "--history",
+            type=_positive,
+            default=None,
+            help="frames stacked in the actor's observation (default 3; the exported policy follows)",
+        )
+        t.add_argument(
             "--init-from", type=Path, default=None, help="fine-tune: start from this Go1 training checkpoint"
         )
     elif command == "bench":
@@ -134,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
             joint_friction_scale=tuple(args.joint_friction_dr),
             latency_ms=None if args.latency_ms is None else tuple(args.latency_ms),
             reward_weights=tuple(args.reward_weight),
+            history=args.history,
             init_from=args.init_from,
         )
         trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)

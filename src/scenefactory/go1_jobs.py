@@ -29,7 +29,8 @@ class RecipeOptions:
     ``joint_friction_scale``: range of the per-episode scale of joint damping and dry friction
     (randomized robots only); ``latency_ms``: the action-latency range (randomized robots; ``None``
     = the config's 0–20 ms); ``reward_weights``: (term name, weight) pairs replacing the default
-    weights; ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`)."""
+    weights; ``history``: frames stacked in the actor's observation (``None`` = the config's 3);
+    ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -37,6 +38,7 @@ class RecipeOptions:
     joint_friction_scale: tuple[float, float] = (1.0, 1.0)
     latency_ms: tuple[float, float] | None = None
     reward_weights: tuple[tuple[str, float], ...] = ()
+    history: int | None = None
     init_from: Path | None = None
 
 
@@ -57,6 +59,8 @@ def train_spec(
     """The spec ``train go1`` runs: the default task (or its nominal twin for ``--no-robustness``)
     with the recipe options applied."""
     base = Go1TaskConfig(num_envs=envs)
+    if options.history is not None:
+        base = replace(base, history=options.history)
     rewards = base.rewards
     if options.yaw_precision_weight:
         rewards += (RewardTerm("track_ang_vel_z_fine", track_ang_vel_z_fine, options.yaw_precision_weight),)
