@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,37 @@ def test_every_method_row_budget_and_gap_are_reported(tiny_run: tuple[Path, dict
         want = (rate[kind] - rate["none"]) / span if span else None
         assert gaps[kind]["gap_closed"] == (pytest.approx(want) if span else None)
     assert set(res["history_vs"]) == set(xp.KINDS) - {"history"}
+
+
+def test_a_rerun_reuses_the_collection_and_the_fits_the_policies_were_trained_in(
+    tiny_run: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scenefactory.grounding import dataset, ground
+
+    out, returned = tiny_run
+    args = ExperimentArgs(out=out, sizes=TINY, action_lag_steps=1, budget=100, command="tiny")
+    st = TINY_SETTINGS.with_flags(args)
+    data = out / "target_transitions"
+    ckpt = Path(returned["results"]["cells"]["none"]["checkpoints"][0])
+
+    def refuse(*a: Any, **kw: Any) -> None:
+        raise AssertionError("redone")
+
+    monkeypatch.setattr(dataset, "collect", refuse)
+    monkeypatch.setattr(ground, "ground", refuse)
+    # the same inputs: nothing is recorded or fitted again, and the fits are the first run's
+    meta = xp.collect_target(data, st, TINY.train_agents, args.seed, ckpt)
+    assert meta["transitions"] == returned["results"]["target_data"]["transitions"]
+    fits = xp.fit_groundings(data, st, ["sysid", "history"], out / "groundings", args.seed)
+    first = json.loads((out / "groundings" / "sysid" / "config.json").read_text())
+    assert fits["sysid"]["heldout"] == first["heldout"]
+    # other inputs (another seed; other fit settings) run the stage again
+    with pytest.raises(AssertionError, match="redone"):
+        xp.collect_target(data, st, TINY.train_agents, args.seed + 1, ckpt)
+    with pytest.raises(AssertionError, match="redone"):
+        xp.fit_groundings(data, replace(st, fit_steps=11), ["markov"], out / "groundings", args.seed)
+    # a fit that started again and stopped midway is not taken for finished
+    assert not (out / "groundings" / "markov" / "stage.json").exists()
 
 
 def test_bad_checkpoint_kind_and_foreign_flags_are_clear_errors(

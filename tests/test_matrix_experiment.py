@@ -93,6 +93,27 @@ def test_every_cell_and_every_model_row_is_reported(tiny_run: tuple[Path, dict[s
         assert res["gap_closed_on_mujoco"][kind]["gap_closed"] == (pytest.approx(want) if span else None)
 
 
+def test_a_rerun_reuses_the_fitted_models_the_policies_were_trained_in(
+    tiny_run: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scenefactory.grounding import fit
+
+    out, _ = tiny_run
+
+    def refuse(*a: Any, **kw: Any) -> None:
+        raise AssertionError("refitted")
+
+    monkeypatch.setattr(fit, "fit_dynamics", refuse)
+    data = out / "mujoco_transitions"
+    fits = xp.fit_models(data, ["mlp", "gru"], TINY_SETTINGS, out / "models", seed=0)
+    for kind in ("mlp", "gru"):
+        assert fits[kind] == json.loads((out / "results.json").read_text())["results"]["models"][kind]
+    with pytest.raises(AssertionError, match="refitted"):  # other settings: fitted again
+        xp.fit_models(
+            data, ["mlp"], xp.MatrixSettings(budget=60, collect_worlds=2, fit_epochs=2), out / "models", 0
+        )
+
+
 def test_given_models_are_checked_and_read(tiny_run: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     out, _ = tiny_run
     mlp, gru = out / "models" / "mlp" / "model.pt", out / "models" / "gru" / "model.pt"

@@ -8,6 +8,7 @@ command line can list the experiments without loading them.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from rich.console import Console
 
 from scenefactory.errors import UserError
 from scenefactory.evaluation.metrics import Z95, EpisodeLog, summarize
+from scenefactory.io import json_safe, write_json
 from scenefactory.scenes.friction import RoadCondition
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
@@ -134,6 +136,43 @@ class Experiment:
 
 
 # ------------------------------------------------------------------------------------ policies
+
+
+STAGE_FILE = "stage.json"
+
+
+def _canonical(key: Mapping[str, Any]) -> Any:
+    """``key`` as it reads back from JSON (tuples become lists, paths strings)."""
+    return json.loads(json.dumps(json_safe(key), default=str))
+
+
+def finished_stage(folder: Path, key: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The result a stage (a data collection, a model fit) left in ``folder`` when it finished
+    with the inputs ``key``; ``None`` when it must run: it never finished there (no
+    ``stage.json``: it crashed or was stopped midway) or it ran with other inputs."""
+    path = folder / STAGE_FILE
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("key") != _canonical(key):
+        return None
+    result = doc.get("result")
+    return result if isinstance(result, dict) else None
+
+
+def start_stage(folder: Path) -> None:
+    """Forget a finished stage in ``folder`` before it runs again (a crash midway must not leave
+    the old ``stage.json`` beside new, half-written files)."""
+    (folder / STAGE_FILE).unlink(missing_ok=True)
+
+
+def finish_stage(folder: Path, key: Mapping[str, Any], result: Mapping[str, Any]) -> None:
+    """Record, atomically and last, that the stage in ``folder`` finished with inputs ``key``;
+    a rerun with the same inputs reuses ``result`` (:func:`finished_stage`)."""
+    write_json(folder / STAGE_FILE, {"key": _canonical(key), "result": result})
 
 
 def train_policy(spec: TrainSpec, scenes: Sequence[Scene], out: Path, label: str) -> Path:

@@ -38,13 +38,17 @@ from typing import Any
 
 from scenefactory.errors import UserError
 from scenefactory.experiments.base import (
+    STAGE_FILE,
     Experiment,
     ExperimentArgs,
     Pooled,
     Sizes,
     console,
     evaluate_pooled,
+    finish_stage,
+    finished_stage,
     policies,
+    start_stage,
     train_spec,
     training_seeds,
 )
@@ -121,17 +125,38 @@ QUICK_SETTINGS = GroundingSettings(
 )
 
 
+def collection_key(
+    settings: GroundingSettings, agents: int, seed: int, checkpoint: Path | None
+) -> dict[str, Any]:
+    """The inputs of a target collection: a finished one with the same inputs is reused."""
+    return {
+        "engine": ENGINE,
+        "worlds": settings.collect_worlds,
+        "agents": agents,
+        "seed": seed,
+        "checkpoint": None if checkpoint is None else str(checkpoint),
+        "action_lag_steps": settings.action_lag_steps,
+        "budget": settings.budget,
+    }
+
+
 def collect_target(
     out: Path, settings: GroundingSettings, agents: int, seed: int, checkpoint: Path | None
 ) -> dict[str, Any]:
     """Drive the target (``ENGINE`` with the lag) with ``checkpoint``'s policy mix until the data
     leaves the budget after the held-out episodes; the dataset's meta. A first attempt is sized by
     :data:`COLLECT_MARGIN`; agents that finish early record nothing until their world resets, so
-    when it falls short the collection is redone longer (up to :data:`COLLECT_ATTEMPTS` times)."""
+    when it falls short the collection is redone longer (up to :data:`COLLECT_ATTEMPTS` times). A
+    collection that finished in ``out`` with the same inputs is reused (a resumed run)."""
     import shutil
 
     from scenefactory.grounding.dataset import collect
 
+    key = collection_key(settings, agents, seed, checkpoint)
+    done = finished_stage(out, key)
+    if done is not None:
+        console.print(f"target data: {done['transitions']} transitions in {out} (recorded by an earlier run)")
+        return done
     per_step = settings.collect_worlds * agents
     need = math.ceil(TRAIN_SPLIT_MARGIN * settings.budget / (1.0 - HOLDOUT_FRAC))
     steps = math.ceil(COLLECT_MARGIN * settings.budget / ((1.0 - HOLDOUT_FRAC) * per_step))
@@ -163,6 +188,7 @@ def collect_target(
         steps = math.ceil(steps * 1.25 * need / max(got, 1))
     meta["wall_s"] = time.perf_counter() - t0
     meta["collect_attempts"] = attempts
+    finish_stage(out, key, meta)
     console.print(f"target data: {meta['transitions']} transitions in {out} ({meta['wall_s']:.0f} s)")
     return meta
 
@@ -171,9 +197,12 @@ def fit_groundings(
     data: Path, settings: GroundingSettings, methods: Sequence[str], out: Path, seed: int
 ) -> dict[str, dict[str, Any]]:
     """Fit each method in ``methods`` on ``data`` into ``out/<method>/``; method → artifact config
-    (``budget_transitions``, ``heldout`` errors, ``fit``) plus ``path``."""
+    (``budget_transitions``, ``heldout`` errors, ``fit``) plus ``path``. A method fitted in an
+    earlier run with the same settings on the same finished collection is reused, not refitted
+    (the policies trained in it must keep the model they were trained in)."""
     from scenefactory.grounding.ground import GroundConfig, ground
 
+    data_stage = (data / STAGE_FILE).read_text() if (data / STAGE_FILE).is_file() else None
     fits = {}
     for name in methods:
         cfg = GroundConfig(
@@ -186,13 +215,22 @@ def fit_groundings(
             sysid_iterations=settings.sysid_iterations,
             gat_sim_transitions=settings.gat_sim_transitions,
         )
-        t0 = time.perf_counter()
-        res = ground(data, cfg, out / name)
-        fits[name] = {**res.config, "path": str(res.out_dir), "wall_s": time.perf_counter() - t0}
-        held = res.config["heldout"]["grounded"]
+        key = {"data": str(data), "data_stage": data_stage, "config": asdict(cfg)}
+        fit = finished_stage(out / name, key) if data_stage is not None else None
+        when = "fitted by an earlier run"
+        if fit is None:
+            t0 = time.perf_counter()
+            start_stage(out / name)
+            res = ground(data, cfg, out / name)
+            fit = {**res.config, "path": str(res.out_dir), "wall_s": time.perf_counter() - t0}
+            if data_stage is not None:
+                finish_stage(out / name, key, fit)
+            when = f"{fit['wall_s']:.0f} s"
+        fits[name] = fit
+        held = fit["heldout"]["grounded"]
         console.print(
-            f"  grounding {name}: {res.config['budget_transitions']} target transitions, held-out "
-            f"10-step error {held['rollout10_pos_err_m']:.3f} m ({fits[name]['wall_s']:.0f} s)"
+            f"  grounding {name}: {fit['budget_transitions']} target transitions, held-out "
+            f"10-step error {held['rollout10_pos_err_m']:.3f} m ({when})"
         )
     return fits
 

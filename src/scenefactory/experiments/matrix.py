@@ -40,14 +40,18 @@ from typing import Any
 from scenefactory.errors import UserError
 from scenefactory.experiments.accuracy import AccuracyPoint, correlations, describe, plot_accuracy
 from scenefactory.experiments.base import (
+    STAGE_FILE,
     Experiment,
     ExperimentArgs,
     Pooled,
     Sizes,
     console,
     evaluate_pooled,
+    finish_stage,
+    finished_stage,
     policies,
     rate_difference,
+    start_stage,
     train_spec,
     training_seeds,
 )
@@ -170,29 +174,43 @@ def _model_of_checkpoints(paths: Sequence[Path]) -> dict[str, Any] | None:
 def fit_models(
     data: Path, kinds: Sequence[str], st: MatrixSettings, out: Path, seed: int
 ) -> dict[str, dict[str, Any]]:
-    """Fit each family in ``kinds`` on the transitions in ``data`` into ``out/<kind>/``."""
+    """Fit each family in ``kinds`` on the transitions in ``data`` into ``out/<kind>/``. A model
+    fitted by an earlier run with the same settings on the same finished collection is reused (the
+    policies trained in it must keep the model they were trained in)."""
     from scenefactory.grounding.fit import fit_dynamics
     from scenefactory.grounding.models import DynamicsModelConfig, model_kind
 
+    data_stage = (data / STAGE_FILE).read_text() if (data / STAGE_FILE).is_file() else None
     fits = {}
     for kind in kinds:
-        t0 = time.perf_counter()
-        res = fit_dynamics(
-            data,
-            DynamicsModelConfig(kind=model_kind(kind)),
-            out / kind,
-            epochs=st.fit_epochs,
-            seed=seed,
-            holdout_frac=HOLDOUT_FRAC,
-        )
-        fits[kind] = {
-            **_model_info(res.model_path, res.metrics, "fitted here"),
-            "wall_s": time.perf_counter() - t0,
+        cfg = DynamicsModelConfig(kind=model_kind(kind))
+        key = {
+            "data": str(data),
+            "data_stage": data_stage,
+            "config": asdict(cfg),
+            "epochs": st.fit_epochs,
+            "seed": seed,
+            "holdout_frac": HOLDOUT_FRAC,
         }
-        held = res.metrics["model"]
+        fit = finished_stage(out / kind, key) if data_stage is not None else None
+        when = "fitted by an earlier run"
+        if fit is None:
+            t0 = time.perf_counter()
+            start_stage(out / kind)
+            res = fit_dynamics(
+                data, cfg, out / kind, epochs=st.fit_epochs, seed=seed, holdout_frac=HOLDOUT_FRAC
+            )
+            fit = {
+                **_model_info(res.model_path, res.metrics, "fitted here"),
+                "wall_s": time.perf_counter() - t0,
+            }
+            if data_stage is not None:
+                finish_stage(out / kind, key, fit)
+            when = f"{fit['wall_s']:.0f} s"
+        fits[kind] = fit
         console.print(
-            f"  {kind}: held-out 1-step error {held['pos_err_m']:.4f} m, 10-step "
-            f"{held['rollout10_pos_err_m']:.3f} m ({fits[kind]['wall_s']:.0f} s)"
+            f"  {kind}: held-out 1-step error {fit['heldout']['pos_err_m']:.4f} m, 10-step "
+            f"{fit['heldout']['rollout10_pos_err_m']:.3f} m ({when})"
         )
     return fits
 
