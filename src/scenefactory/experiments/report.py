@@ -125,7 +125,9 @@ def write_report(
 
 Command: `{doc["command"]}`
 
-Wall time {wall_s / 60:.1f} min on {torch.get_num_threads()} torch threads{size_line}.
+Wall time {wall_s / 60:.1f} min on {torch.get_num_threads()} torch threads (this invocation: work
+reused from an earlier run on the same folder — finished policies, collections, fits — is not
+counted; a policy's own time per iteration is in its `history.json`){size_line}.
 Evaluation seed {args.seed} (held-out procedural scenes come from the eval seed range, disjoint from
 training). Training seeds:
 {seed_lines}
