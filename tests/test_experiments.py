@@ -141,6 +141,7 @@ def test_friction_change_end_to_end(tmp_path: Path, tiny_policies: dict[str, Pat
             assert math.isfinite(cell[key]) and all(math.isfinite(x) for x in cell[f"{key}_ci95"])
     assert all(math.isfinite(x) for x in _finite_numbers(doc["results"]["effects"]))
     assert doc["seeds"] == {"kinematic": "given checkpoints", "mujoco": "given checkpoints"}
+    assert "sizes: train_worlds" in report and "seeds 3" not in report  # no seed was trained here
 
 
 def test_wet_road_end_to_end(tmp_path: Path, tiny_policies: dict[str, Path]) -> None:

@@ -106,9 +106,10 @@ def write_report(
         },
     }
     write_json(args.out / "results.json", doc)
-    size_line = (
-        "; sizes: " + ", ".join(f"{k} {v}" for k, v in asdict(sizes).items()) if sizes is not None else ""
-    )
+    shown_sizes = asdict(sizes) if sizes is not None else {}
+    if seeds and all(isinstance(v, str) for v in seeds.values()):
+        shown_sizes.pop("seeds", None)  # every policy was given: no training seeds were used
+    size_line = "; sizes: " + ", ".join(f"{k} {v}" for k, v in shown_sizes.items()) if shown_sizes else ""
     shown = {k: v for k, v in config.items() if len(json.dumps(v, default=str)) <= 600}
     omitted = [k for k in config if k not in shown]
     more = f"\n\nIn `results.json` only: {', '.join(f'`{k}`' for k in omitted)}." if omitted else ""
