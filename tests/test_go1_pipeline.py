@@ -184,12 +184,17 @@ def test_cli_eval_export_deploy_and_errors(
     assert small.stat().st_size < 600_000
     assert load_go1_policy(small).meta["iteration"] == 2
     args = ["deploy", "go1", "--policy", str(tmp_path / "exp"), "--episodes", "1", "--seconds", "0.4"]
-    assert main([*args, "--decompose", "--out", str(tmp_path / "dep")]) == 0
+    assert main([*args, "--decompose", "--delay-sweep", "--out", str(tmp_path / "dep")]) == 0
     report = json.loads((tmp_path / "dep" / "sim2sim.json").read_text())
     assert len(report["comparison"]) == 9 and "passed" in report["summary"]
     dec = report["decomposition"]
     assert len(dec) == 6 and all(len(rows) == 9 for rows in dec.values())
-    assert "| actuator delay |" in (tmp_path / "dep" / "report.md").read_text()
+    sweep = report["delay_sweep"]
+    assert list(sweep) == ["5", "10", "15", "20"] and all(len(rows) == 9 for rows in sweep.values())
+    # the 10 ms row is the decomposition's "actuator delay" change (the sim-to-sim target's 10 ms)
+    assert [r["sim2sim"] for r in sweep["10"]] == [r["sim2sim"] for r in dec["actuator delay"]]
+    text = (tmp_path / "dep" / "report.md").read_text()
+    assert "| actuator delay |" in text and "| 0 ms |" in text and "| 20 ms |" in text
     assert main(["eval", "go1", "--checkpoint", str(tmp_path / "nope.pt"), "--out", str(tmp_path / "e")]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
     assert main(["deploy", "go1", "--policy", str(tmp_path / "missing"), "--out", str(tmp_path / "d")]) == 2

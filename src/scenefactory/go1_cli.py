@@ -124,6 +124,11 @@ def add_commands(sub: Any) -> None:
         action="store_true",
         help="also compare the training sim with each single change of the target (which one breaks it)",
     )
+    dg.add_argument(
+        "--delay-sweep",
+        action="store_true",
+        help="also run the training sim with only an actuator delay of 5, 10, 15 and 20 ms",
+    )
     dg.add_argument("--out", type=Path, required=True)
 
 
@@ -156,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.command == "export":
         out = {k: str(v) for k, v in jobs.export(args.checkpoint, args.out).items()}
     else:
-        out = jobs.deploy(args.policy, args.episodes, args.seconds, args.seed, args.out, args.decompose)
+        out = jobs.deploy(
+            args.policy, args.episodes, args.seconds, args.seed, args.out, args.decompose, args.delay_sweep
+        )
         out = out["summary"]
     print(json.dumps(out))
     return 0

@@ -207,10 +207,17 @@ def export(checkpoint: Path | None, out: Path) -> dict[str, Path]:
 
 
 def deploy(
-    policy_dir: Path | None, episodes: int, seconds: float, seed: int, out: Path, decompose: bool = False
+    policy_dir: Path | None,
+    episodes: int,
+    seconds: float,
+    seed: int,
+    out: Path,
+    decompose: bool = False,
+    delay_sweep: bool = False,
 ) -> dict[str, Any]:
     """Sim-to-sim check of an exported policy (exports the shipped one when ``policy_dir`` is None);
-    ``decompose`` adds the comparison against each single change of the target."""
+    ``decompose`` adds the comparison against each single change of the target, ``delay_sweep``
+    the training simulator's errors at each of :data:`~scenefactory.deploy.check.SWEEP_DELAYS_MS`."""
     from scenefactory.deploy import check
     from scenefactory.deploy.check import sim2sim
     from scenefactory.deploy.runner import OnnxPolicyRunner
@@ -226,6 +233,10 @@ def deploy(
     result = sim2sim(runner, episodes=episodes, seconds=seconds, seed=seed)
     if decompose:
         result["decomposition"] = check.decompose(
+            runner, result["training_sim"], episodes, seconds, settle_s=2.0, seed=seed
+        )
+    if delay_sweep:
+        result["delay_sweep"] = check.delay_sweep(
             runner, result["training_sim"], episodes, seconds, settle_s=2.0, seed=seed
         )
     result.update(
@@ -290,6 +301,26 @@ def deploy_report(result: dict[str, Any]) -> str:
         for name, rows in result["decomposition"].items():
             cells = " | ".join(f"{c['ratio']:.2f}{'' if c['passed'] else '*'}" for c in rows)
             lines.append(f"| {name} | {cells} |")
+        lines.append("")
+    if "delay_sweep" in result:
+        cmds = [c["command"] for c in result["comparison"]]
+        head = " | ".join(f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in cmds)
+        lines += [
+            "## Actuator delay alone",
+            "",
+            "Each command's primary error (m/s or rad/s) on the training simulator with only an actuator "
+            "delay added (training drew the latency from U(0, 20) ms), and its ratio to no delay "
+            "(* = fails the rule).",
+            "",
+            f"| delay | {head} |",
+            "|---|" + "---|" * len(cmds),
+            "| 0 ms | " + " | ".join(f"{c['training_sim']:.3f}" for c in result["comparison"]) + " |",
+        ]
+        for ms, rows in result["delay_sweep"].items():
+            cells = " | ".join(
+                f"{c['sim2sim']:.3f} ({c['ratio']:.2f}{'' if c['passed'] else '*'})" for c in rows
+            )
+            lines.append(f"| {ms} ms | {cells} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -35,6 +35,8 @@ TOLERANCE = 1.5
 """Allowed ratio of sim-to-sim to training-simulator tracking error."""
 FLOOR = 0.005
 """An error increase this small [m/s or rad/s] passes whatever the ratio (measurement floor)."""
+SWEEP_DELAYS_MS: tuple[float, ...] = (5.0, 10.0, 15.0, 20.0)
+"""Actuator delays of :func:`delay_sweep` (training drew the latency from U(0, 20) ms)."""
 
 
 def _mean_ci(x: list[float]) -> tuple[float, float]:
@@ -185,4 +187,33 @@ def decompose(
     return {
         name: compare(train_rows, track(runner, cfg, commands, episodes, seconds, settle_s, seed))
         for name, cfg in single_changes().items()
+    }
+
+
+def delay_sweep(
+    runner: OnnxPolicyRunner,
+    train_rows: list[dict[str, Any]],
+    episodes: int,
+    seconds: float,
+    settle_s: float,
+    seed: int,
+    commands: Sequence[tuple[float, float, float]] = DEPLOY_COMMANDS,
+    delays_ms: Sequence[float] = SWEEP_DELAYS_MS,
+) -> dict[str, list[dict[str, Any]]]:
+    """How the policy's tracking degrades with the actuator delay alone: delay [ms] → :func:`compare`
+    of the training simulator (``train_rows``, no delay) against it with that delay."""
+    return {
+        f"{ms:g}": compare(
+            train_rows,
+            track(
+                runner,
+                replace(TRAINING_SIM, actuator_delay_s=ms / 1000.0),
+                commands,
+                episodes,
+                seconds,
+                settle_s,
+                seed,
+            ),
+        )
+        for ms in delays_ms
     }
