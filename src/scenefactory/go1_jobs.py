@@ -309,8 +309,8 @@ def deploy_report(result: dict[str, Any]) -> str:
             "## Actuator delay alone",
             "",
             "Each command's primary error (m/s or rad/s) on the training simulator with only an actuator "
-            "delay added (training drew the latency from U(0, 20) ms), and its ratio to no delay "
-            "(* = fails the rule).",
+            "delay added (the default recipe trains with latencies from U(0, 20) ms), and its ratio to "
+            "no delay (* = fails the rule).",
             "",
             f"| delay | {head} |",
             "|---|" + "---|" * len(cmds),

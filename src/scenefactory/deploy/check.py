@@ -36,7 +36,7 @@ TOLERANCE = 1.5
 FLOOR = 0.005
 """An error increase this small [m/s or rad/s] passes whatever the ratio (measurement floor)."""
 SWEEP_DELAYS_MS: tuple[float, ...] = (5.0, 10.0, 15.0, 20.0)
-"""Actuator delays of :func:`delay_sweep` (training drew the latency from U(0, 20) ms)."""
+"""Actuator delays of :func:`delay_sweep` (the default recipe trains with latencies from U(0, 20) ms)."""
 
 
 def _mean_ci(x: list[float]) -> tuple[float, float]:
