@@ -217,7 +217,8 @@ def deploy(
 ) -> dict[str, Any]:
     """Sim-to-sim check of an exported policy (exports the shipped one when ``policy_dir`` is None);
     ``decompose`` adds the comparison against each single change of the target, ``delay_sweep``
-    the training simulator's errors at each of :data:`~scenefactory.deploy.check.SWEEP_DELAYS_MS`."""
+    against the training simulator with only an actuator delay of each of
+    :data:`~scenefactory.deploy.check.SWEEP_DELAYS_MS`."""
     from scenefactory.deploy import check
     from scenefactory.deploy.check import sim2sim
     from scenefactory.deploy.runner import OnnxPolicyRunner
@@ -231,14 +232,14 @@ def deploy(
         raise UserError(str(exc)) from exc
     t0 = time.perf_counter()
     result = sim2sim(runner, episodes=episodes, seconds=seconds, seed=seed)
-    if decompose:
-        result["decomposition"] = check.decompose(
-            runner, result["training_sim"], episodes, seconds, settle_s=2.0, seed=seed
-        )
-    if delay_sweep:
-        result["delay_sweep"] = check.delay_sweep(
-            runner, result["training_sim"], episodes, seconds, settle_s=2.0, seed=seed
-        )
+    for key, wanted, robots in (
+        ("decomposition", decompose, check.single_changes),
+        ("delay_sweep", delay_sweep, check.delayed),
+    ):
+        if wanted:
+            result[key] = check.against(
+                runner, result["training_sim"], robots(), episodes, seconds, settle_s=2.0, seed=seed
+            )
     result.update(
         {"policy_dir": str(policy_dir), "seed": seed, "seconds": seconds, "wall_s": time.perf_counter() - t0}
     )
@@ -286,9 +287,9 @@ def deploy_report(result: dict[str, Any]) -> str:
         ),
         "",
     ]
+    cmds = [c["command"] for c in result["comparison"]]
+    head = " | ".join(f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in cmds)
     if "decomposition" in result:
-        cmds = [c["command"] for c in result["comparison"]]
-        head = " | ".join(f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in cmds)
         lines += [
             "## One change at a time",
             "",
@@ -303,8 +304,6 @@ def deploy_report(result: dict[str, Any]) -> str:
             lines.append(f"| {name} | {cells} |")
         lines.append("")
     if "delay_sweep" in result:
-        cmds = [c["command"] for c in result["comparison"]]
-        head = " | ".join(f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in cmds)
         lines += [
             "## Actuator delay alone",
             "",

@@ -173,47 +173,25 @@ def single_changes() -> dict[str, SimRobotConfig]:
     }
 
 
-def decompose(
+def against(
     runner: OnnxPolicyRunner,
     train_rows: list[dict[str, Any]],
+    robots: dict[str, SimRobotConfig],
     episodes: int,
     seconds: float,
     settle_s: float,
     seed: int,
     commands: Sequence[tuple[float, float, float]] = DEPLOY_COMMANDS,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Which change breaks the transfer: :func:`compare` of the training simulator against each
-    of :func:`single_changes` (``train_rows``: the training simulator's rows for ``commands``)."""
+    """Name → :func:`compare` of the training simulator (``train_rows``: its rows for ``commands``)
+    against each of ``robots``."""
     return {
         name: compare(train_rows, track(runner, cfg, commands, episodes, seconds, settle_s, seed))
-        for name, cfg in single_changes().items()
+        for name, cfg in robots.items()
     }
 
 
-def delay_sweep(
-    runner: OnnxPolicyRunner,
-    train_rows: list[dict[str, Any]],
-    episodes: int,
-    seconds: float,
-    settle_s: float,
-    seed: int,
-    commands: Sequence[tuple[float, float, float]] = DEPLOY_COMMANDS,
-    delays_ms: Sequence[float] = SWEEP_DELAYS_MS,
-) -> dict[str, list[dict[str, Any]]]:
-    """How the policy's tracking degrades with the actuator delay alone: delay [ms] → :func:`compare`
-    of the training simulator (``train_rows``, no delay) against it with that delay."""
-    return {
-        f"{ms:g}": compare(
-            train_rows,
-            track(
-                runner,
-                replace(TRAINING_SIM, actuator_delay_s=ms / 1000.0),
-                commands,
-                episodes,
-                seconds,
-                settle_s,
-                seed,
-            ),
-        )
-        for ms in delays_ms
-    }
+def delayed(delays_ms: Sequence[float] = SWEEP_DELAYS_MS) -> dict[str, SimRobotConfig]:
+    """The training simulator with only an actuator delay, one robot per delay [ms] (named by it):
+    how the policy's tracking degrades with the delay alone."""
+    return {f"{ms:g}": replace(TRAINING_SIM, actuator_delay_s=ms / 1000.0) for ms in delays_ms}
