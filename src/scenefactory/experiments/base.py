@@ -175,6 +175,29 @@ def finish_stage(folder: Path, key: Mapping[str, Any], result: Mapping[str, Any]
     write_json(folder / STAGE_FILE, {"key": _canonical(key), "result": result})
 
 
+def staged(
+    folder: Path, key: Mapping[str, Any], run: Callable[[], dict[str, Any]], record: bool = True
+) -> tuple[dict[str, Any], bool]:
+    """``(result, reused)``: the result of the stage that finished in ``folder`` with inputs
+    ``key``, or ``run()``'s, recorded for the next run (unless ``record`` is false: inputs that
+    cannot be told apart, such as data without a stage record, are never reused)."""
+    done = finished_stage(folder, key) if record else None
+    if done is not None:
+        return done, True
+    start_stage(folder)
+    result = run()
+    if record:
+        finish_stage(folder, key, result)
+    return result, False
+
+
+def stage_record(folder: Path) -> str | None:
+    """The record of the stage that finished in ``folder`` (the key of the stages built on its
+    output), ``None`` when none did."""
+    path = folder / STAGE_FILE
+    return path.read_text() if path.is_file() else None
+
+
 def train_policy(spec: TrainSpec, scenes: Sequence[Scene], out: Path, label: str) -> Path:
     """Train (or resume) one policy with :class:`~scenefactory.rl.ppo.Trainer`; returns its
     ``latest.pt``. A log line every 10 iterations."""

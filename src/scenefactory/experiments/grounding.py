@@ -38,17 +38,15 @@ from typing import Any
 
 from scenefactory.errors import UserError
 from scenefactory.experiments.base import (
-    STAGE_FILE,
     Experiment,
     ExperimentArgs,
     Pooled,
     Sizes,
     console,
     evaluate_pooled,
-    finish_stage,
-    finished_stage,
     policies,
-    start_stage,
+    stage_record,
+    staged,
     train_spec,
     training_seeds,
 )
@@ -148,15 +146,24 @@ def collect_target(
     :data:`COLLECT_MARGIN`; agents that finish early record nothing until their world resets, so
     when it falls short the collection is redone longer (up to :data:`COLLECT_ATTEMPTS` times). A
     collection that finished in ``out`` with the same inputs is reused (a resumed run)."""
+    meta, reused = staged(
+        out,
+        collection_key(settings, agents, seed, checkpoint),
+        lambda: _collect(out, settings, agents, seed, checkpoint),
+    )
+    when = "recorded by an earlier run" if reused else f"{meta['wall_s']:.0f} s"
+    console.print(f"target data: {meta['transitions']} transitions in {out} ({when})")
+    return meta
+
+
+def _collect(
+    out: Path, settings: GroundingSettings, agents: int, seed: int, checkpoint: Path | None
+) -> dict[str, Any]:
+    """:func:`collect_target`'s collection, redone longer while it falls short."""
     import shutil
 
     from scenefactory.grounding.dataset import collect
 
-    key = collection_key(settings, agents, seed, checkpoint)
-    done = finished_stage(out, key)
-    if done is not None:
-        console.print(f"target data: {done['transitions']} transitions in {out} (recorded by an earlier run)")
-        return done
     per_step = settings.collect_worlds * agents
     need = math.ceil(TRAIN_SPLIT_MARGIN * settings.budget / (1.0 - HOLDOUT_FRAC))
     steps = math.ceil(COLLECT_MARGIN * settings.budget / ((1.0 - HOLDOUT_FRAC) * per_step))
@@ -188,9 +195,7 @@ def collect_target(
         steps = math.ceil(steps * 1.25 * need / max(got, 1))
     meta["wall_s"] = time.perf_counter() - t0
     meta["collect_attempts"] = attempts
-    finish_stage(out, key, meta)
-    console.print(f"target data: {meta['transitions']} transitions in {out} ({meta['wall_s']:.0f} s)")
-    return meta
+    return dict(meta)
 
 
 def fit_groundings(
@@ -202,7 +207,7 @@ def fit_groundings(
     (the policies trained in it must keep the model they were trained in)."""
     from scenefactory.grounding.ground import GroundConfig, ground
 
-    data_stage = (data / STAGE_FILE).read_text() if (data / STAGE_FILE).is_file() else None
+    data_stage = stage_record(data)
     fits = {}
     for name in methods:
         cfg = GroundConfig(
@@ -215,17 +220,15 @@ def fit_groundings(
             sysid_iterations=settings.sysid_iterations,
             gat_sim_transitions=settings.gat_sim_transitions,
         )
-        key = {"data": str(data), "data_stage": data_stage, "config": asdict(cfg)}
-        fit = finished_stage(out / name, key) if data_stage is not None else None
-        when = "fitted by an earlier run"
-        if fit is None:
+
+        def run(cfg: GroundConfig = cfg, folder: Path = out / name) -> dict[str, Any]:
             t0 = time.perf_counter()
-            start_stage(out / name)
-            res = ground(data, cfg, out / name)
-            fit = {**res.config, "path": str(res.out_dir), "wall_s": time.perf_counter() - t0}
-            if data_stage is not None:
-                finish_stage(out / name, key, fit)
-            when = f"{fit['wall_s']:.0f} s"
+            res = ground(data, cfg, folder)
+            return {**res.config, "path": str(res.out_dir), "wall_s": time.perf_counter() - t0}
+
+        key = {"data": str(data), "data_stage": data_stage, "config": asdict(cfg)}
+        fit, reused = staged(out / name, key, run, record=data_stage is not None)
+        when = "fitted by an earlier run" if reused else f"{fit['wall_s']:.0f} s"
         fits[name] = fit
         held = fit["heldout"]["grounded"]
         console.print(

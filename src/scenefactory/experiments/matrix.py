@@ -40,18 +40,16 @@ from typing import Any
 from scenefactory.errors import UserError
 from scenefactory.experiments.accuracy import AccuracyPoint, correlations, describe, plot_accuracy
 from scenefactory.experiments.base import (
-    STAGE_FILE,
     Experiment,
     ExperimentArgs,
     Pooled,
     Sizes,
     console,
     evaluate_pooled,
-    finish_stage,
-    finished_stage,
     policies,
     rate_difference,
-    start_stage,
+    stage_record,
+    staged,
     train_spec,
     training_seeds,
 )
@@ -180,7 +178,7 @@ def fit_models(
     from scenefactory.grounding.fit import fit_dynamics
     from scenefactory.grounding.models import DynamicsModelConfig, model_kind
 
-    data_stage = (data / STAGE_FILE).read_text() if (data / STAGE_FILE).is_file() else None
+    data_stage = stage_record(data)
     fits = {}
     for kind in kinds:
         cfg = DynamicsModelConfig(kind=model_kind(kind))
@@ -192,21 +190,15 @@ def fit_models(
             "seed": seed,
             "holdout_frac": HOLDOUT_FRAC,
         }
-        fit = finished_stage(out / kind, key) if data_stage is not None else None
-        when = "fitted by an earlier run"
-        if fit is None:
+
+        def run(cfg: DynamicsModelConfig = cfg, folder: Path = out / kind) -> dict[str, Any]:
             t0 = time.perf_counter()
-            start_stage(out / kind)
-            res = fit_dynamics(
-                data, cfg, out / kind, epochs=st.fit_epochs, seed=seed, holdout_frac=HOLDOUT_FRAC
-            )
-            fit = {
-                **_model_info(res.model_path, res.metrics, "fitted here"),
-                "wall_s": time.perf_counter() - t0,
-            }
-            if data_stage is not None:
-                finish_stage(out / kind, key, fit)
-            when = f"{fit['wall_s']:.0f} s"
+            res = fit_dynamics(data, cfg, folder, epochs=st.fit_epochs, seed=seed, holdout_frac=HOLDOUT_FRAC)
+            info = _model_info(res.model_path, res.metrics, "fitted here")
+            return {**info, "wall_s": time.perf_counter() - t0}
+
+        fit, reused = staged(out / kind, key, run, record=data_stage is not None)
+        when = "fitted by an earlier run" if reused else f"{fit['wall_s']:.0f} s"
         fits[kind] = fit
         console.print(
             f"  {kind}: held-out 1-step error {fit['heldout']['pos_err_m']:.4f} m, 10-step "
