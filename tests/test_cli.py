@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -58,6 +59,18 @@ def test_resume_continues_where_it_stopped(trained: Path, tmp_path: Path) -> Non
     assert after["env_steps"] == before["env_steps"] * 3 // 2
     # a different setting refuses to resume into the same folder
     assert main(["train", "drive", *TINY[:-2], "--seed", "4", "--iterations", "4", "--out", str(out)]) == 2
+
+
+def test_a_checkpoint_from_before_new_ppo_fields_still_resumes(trained: Path, tmp_path: Path) -> None:
+    """Fields added to PPOConfig later (the recurrent actor's) take their defaults on resume."""
+    data = load_checkpoint(trained / "checkpoints" / "latest.pt")
+    for key in ("actor_rnn_type", "actor_rnn_hidden_dim"):
+        del data["spec"]["ppo"][key]
+    buf = io.BytesIO()
+    torch.save(data, buf)
+    atomic_write_bytes(tmp_path / "checkpoints" / "latest.pt", buf.getvalue())
+    assert main(["train", "drive", *TINY, "--iterations", "3", "--out", str(tmp_path)]) == 0
+    assert load_checkpoint(tmp_path / "checkpoints" / "latest.pt")["iteration"] == 3
 
 
 def test_eval_writes_metrics_with_cis(trained: Path, tmp_path: Path) -> None:

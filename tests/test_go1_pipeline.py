@@ -163,13 +163,13 @@ def test_eval_tables_on_a_tiny_case(trained: Path) -> None:
         commands=((0.0, 0.0, 0.0), (2.0, 0.0, 0.0)),
         push_magnitudes_mps=(0.5, 3.0),
     )
-    rows = ev.tracking_table(policy.task_cfg, policy.act, cfg)
+    rows = ev.tracking_table(policy.task_cfg, policy, cfg)
     assert len(rows) == 2 and all(r["episodes"] == 2 for r in rows)
     for r in rows:
         assert r["falls"] == 2 or np.isfinite(r["lin_vel_error_mps"])
     # an untrained policy barely moves: commanded 2 m/s it is ~2 m/s off
     assert rows[1]["falls"] == 2 or rows[1]["lin_vel_error_mps"] > 1.0
-    pushes = ev.push_table(policy.task_cfg, policy.act, cfg)
+    pushes = ev.push_table(policy.task_cfg, policy, cfg)
     assert [p["push_mps"] for p in pushes] == [0.5, 3.0]
     summary = ev.summarize_go1(rows, pushes)
     assert "vx_2.0_lin_error_mps" in summary or rows[1]["falls"] == 2

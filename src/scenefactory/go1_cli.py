@@ -89,7 +89,24 @@ def add_task_parser(command: str, tasks: Any) -> None:
             help="frames stacked in the actor's observation (default 3; the exported policy follows)",
         )
         t.add_argument(
-            "--init-from", type=Path, default=None, help="fine-tune: start from this Go1 training checkpoint"
+            "--init-from",
+            type=Path,
+            default=None,
+            help="fine-tune: start from this Go1 training checkpoint (or a distilled student)",
+        )
+        t.add_argument(
+            "--rnn",
+            choices=("gru", "lstm"),
+            default=None,
+            help="a recurrent actor: this layer before the actor MLP (default: feed-forward)",
+        )
+        t.add_argument("--rnn-hidden", type=_positive, default=64, help="hidden width of --rnn (default 64)")
+        t.add_argument(
+            "--teacher",
+            type=Path,
+            default=None,
+            help="distil the actor from this Go1 policy (DAgger: the student acts, the teacher labels) "
+            "instead of PPO; fine-tune the result with --init-from",
         )
     elif command == "bench":
         t.add_argument("--envs", type=_positive, default=1024)
@@ -147,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
             reward_weights=tuple(args.reward_weight),
             history=args.history,
             init_from=args.init_from,
+            rnn=args.rnn,
+            rnn_hidden=args.rnn_hidden,
+            teacher=args.teacher,
         )
         trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")

@@ -11,7 +11,7 @@ from typing import Any
 from scenefactory.deploy.robot import SIM2SIM, TRAINING_SIM
 from scenefactory.errors import UserError
 from scenefactory.io import atomic_write_text, write_json
-from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec, load_go1_policy
+from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 from scenefactory.rl.ppo import load_checkpoint, save_checkpoint
 from scenefactory.tasks.locomotion.config import Go1TaskConfig, RewardTerm, nominal
 from scenefactory.tasks.locomotion.rewards import track_ang_vel_z_fine
@@ -30,7 +30,9 @@ class RecipeOptions:
     (randomized robots only); ``latency_ms``: the action-latency range (randomized robots; ``None``
     = the config's 0–20 ms); ``reward_weights``: (term name, weight) pairs replacing the default
     weights; ``history``: frames stacked in the actor's observation (``None`` = the config's 3);
-    ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`)."""
+    ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`); ``rnn`` / ``rnn_hidden``:
+    a recurrent actor (``"gru"`` or ``"lstm"``, hidden width); ``teacher``: distil the actor from
+    this policy instead of PPO (exploration noise :data:`DISTILL_ACTION_STD`)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -40,6 +42,13 @@ class RecipeOptions:
     reward_weights: tuple[tuple[str, float], ...] = ()
     history: int | None = None
     init_from: Path | None = None
+    rnn: str | None = None
+    rnn_hidden: int = 64
+    teacher: Path | None = None
+
+
+DISTILL_ACTION_STD = 0.2
+"""Standard deviation of the student's sampled actions while it is distilled (DAgger rollouts)."""
 
 
 def _reweighted(
@@ -83,8 +92,21 @@ def train_spec(
     init = None if options.init_from is None else str(options.init_from)
     if init is not None and not Path(init).is_file():
         raise UserError(f"--init-from {init}: checkpoint not found")
+    teacher = None if options.teacher is None else str(options.teacher)
+    if teacher is not None and not Path(teacher).is_file():
+        raise UserError(f"--teacher {teacher}: policy not found")
+    if teacher is not None and init is not None:
+        raise UserError("--teacher and --init-from exclude each other (a distilled student starts afresh)")
+    ppo = replace(go1_ppo_config(), actor_rnn_type=options.rnn, actor_rnn_hidden_dim=options.rnn_hidden)
+    if teacher is not None:
+        ppo = replace(ppo, init_noise_std=DISTILL_ACTION_STD)
     return Go1TrainSpec(
-        task=task if options.robust else nominal(task), iterations=iterations, seed=seed, init_from=init
+        task=task if options.robust else nominal(task),
+        ppo=ppo,
+        iterations=iterations,
+        seed=seed,
+        init_from=init,
+        teacher=teacher,
     )
 
 
@@ -104,7 +126,8 @@ def train(
             f"it {it}/{iterations}  return {row['mean_return']:.2f}  episode {row['mean_episode_s']:.1f}s  "
             f"falls {row['fall_fraction']:.2f}  track lin {row.get('term_track_lin_vel_xy', 0):.2f} "
             f"yaw {row.get('term_track_ang_vel_z', 0):.2f}  curriculum {row['curriculum_lin_fraction']:.2f}/"
-            f"{row['curriculum_yaw_fraction']:.2f}  {row['steps_per_s']:.0f} steps/s  eta {eta / 60:.1f} min",
+            f"{row['curriculum_yaw_fraction']:.2f}  {row['steps_per_s']:.0f} steps/s  eta {eta / 60:.1f} min"
+            + (f"  behaviour loss {row['loss_behavior']:.4f}" if "loss_behavior" in row else ""),
             file=sys.stderr,
             flush=True,
         )
@@ -134,8 +157,8 @@ def evaluate(
     if quick:
         cfg = ev.quick(cfg)
     t0 = time.perf_counter()
-    tracking = ev.tracking_table(policy.task_cfg, policy.act, cfg, seed)
-    pushes = ev.push_table(policy.task_cfg, policy.act, cfg, seed)
+    tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed)
+    pushes = ev.push_table(policy.task_cfg, policy, cfg, seed)
     result = {
         "checkpoint": str(path),
         "policy": policy.meta,

@@ -4,7 +4,10 @@ JSON sidecar ``go1_policy.json`` that says everything a robot-side runner needs.
 The ONNX graph maps ``obs`` (B, history·45) float32 — the actor's stacked frames, newest first,
 raw units (layout in the sidecar) — to ``action`` (B, 12), the clipped policy output that the next
 frame's "last action" slot needs, and ``joint_targets`` (B, 12) [rad] = home + scale · action, in
-the sidecar's joint order, for the robot's PD loop with the sidecar's gains.
+the sidecar's joint order, for the robot's PD loop with the sidecar's gains. A recurrent policy
+also takes its state (``h_in``, and ``c_in`` for an LSTM; (layers, B, hidden), zeros after a
+reset) and returns the next one (``h_out``, ``c_out``); the sidecar's ``recurrent_state`` lists
+them (empty for a feed-forward policy).
 """
 
 from __future__ import annotations
@@ -29,25 +32,48 @@ SIDECAR_NAME = "go1_policy.json"
 
 
 class DeployPolicy(nn.Module):
-    """Observation normalization → actor MLP (mean action) → clip → joint targets."""
+    """Observation normalization → [recurrent layer] → actor MLP (mean action) → clip → joint targets."""
 
     def __init__(self, policy: Go1Policy) -> None:
         """Wrap the actor of ``policy`` with the task's action clip, scale and home pose."""
         super().__init__()
-        self.normalizer = policy.actor.obs_normalizer
-        self.mlp = policy.actor.mlp
-        self.distribution = policy.actor.distribution
+        actor = policy.actor
+        self.normalizer = actor.obs_normalizer
+        self.rnn: nn.Module | None = actor.rnn.rnn if policy.recurrent else None
+        self.mlp = actor.mlp
+        self.distribution = actor.distribution
         cfg = policy.task_cfg
         self.clip = float(cfg.action_clip)
         self.scale = float(cfg.action_scale)
         self.register_buffer("home", torch.tensor(go1.default_joint_pos(), dtype=torch.float32))
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(action, joint_targets), both (B, 12)."""
-        out = self.mlp(self.normalizer(obs))
+    def state_shapes(self) -> list[tuple[int, int, int]]:
+        """(layers, 1, hidden) per recurrent state tensor: [h] for a GRU, [h, c] for an LSTM."""
+        if not isinstance(self.rnn, nn.RNNBase):
+            return []
+        shape = (self.rnn.num_layers, 1, self.rnn.hidden_size)
+        return [shape, shape] if isinstance(self.rnn, nn.LSTM) else [shape]
+
+    def forward(self, obs: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(action, joint_targets, *next_state): actions (B, 12), states (layers, B, hidden)."""
+        x = self.normalizer(obs)
+        new_state: tuple[torch.Tensor, ...] = ()
+        if self.rnn is not None:
+            if isinstance(self.rnn, nn.LSTM):
+                y, (h, c) = self.rnn(x.unsqueeze(0), (state[0], state[1]))
+                new_state = (h, c)
+            else:
+                y, h = self.rnn(x.unsqueeze(0), state[0])
+                new_state = (h,)
+            x = y.squeeze(0)
+        out = self.mlp(x)
         mean = self.distribution.deterministic_output(out) if self.distribution is not None else out
         action = mean.clamp(-self.clip, self.clip)
-        return action, self.home + self.scale * action
+        return (action, self.home + self.scale * action, *new_state)
+
+
+STATE_NAMES = (("h_in", "h_out"), ("c_in", "c_out"))
+"""ONNX names of the recurrent state tensors (input, output), in :meth:`DeployPolicy.state_shapes` order."""
 
 
 def sidecar(policy: Go1Policy, onnx_sha256: str) -> dict[str, Any]:
@@ -83,18 +109,30 @@ def sidecar(policy: Go1Policy, onnx_sha256: str) -> dict[str, Any]:
             "action": "clipped policy output (B, 12); feed back as the next frame's last action",
             "joint_targets": "PD position targets [rad] (B, 12) = default_joint_pos + action_scale * action",
         },
+        "recurrent_state": [
+            {"input": i, "output": o, "shape": list(shape)}
+            for (i, o), shape in zip(STATE_NAMES, DeployPolicy(policy).state_shapes(), strict=False)
+        ],
+        "recurrent_state_usage": (
+            "feed each output back as its input at the next tick (batch on axis 1); "
+            "zeros at start and after every reset; empty list: a feed-forward policy"
+        ),
         "checkpoint": dict(policy.meta),
     }
 
 
-def _export(model: nn.Module, obs: torch.Tensor, path: Path) -> None:
+def _export(model: DeployPolicy, obs: torch.Tensor, path: Path) -> None:
+    names = STATE_NAMES[: len(model.state_shapes())]
+    state = tuple(torch.zeros(shape) for shape in model.state_shapes())
+    axes = {"obs": {0: "batch"}, "action": {0: "batch"}, "joint_targets": {0: "batch"}}
+    axes.update({name: {1: "batch"} for pair in names for name in pair})
     torch.onnx.export(
         model,
-        (obs,),
+        (obs, *state),
         str(path),
-        input_names=["obs"],
-        output_names=["action", "joint_targets"],
-        dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}, "joint_targets": {0: "batch"}},
+        input_names=["obs", *(i for i, _ in names)],
+        output_names=["action", "joint_targets", *(o for _, o in names)],
+        dynamic_axes=axes,
         dynamo=False,
     )
 
@@ -108,6 +146,9 @@ def export_go1(policy: Go1Policy, out_dir: str | os.PathLike[str]) -> dict[str, 
     tmp = out / f".{ONNX_NAME}.tmp"
     with warnings.catch_warnings():  # the TorchScript exporter is deprecated upstream; torch is pinned
         warnings.simplefilter("ignore", DeprecationWarning)
+        # tracing an RNN warns about shape checks and batch sizes; the state is an input, batch dynamic
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message="Exporting a model to ONNX with a batch_size")
         _export(model, obs, tmp)
     data = tmp.read_bytes()
     tmp.unlink()

@@ -89,11 +89,29 @@ class OnnxPolicyRunner:
         self._frames = np.zeros((self.history, self.frame_dim), dtype=np.float32)
         self._last_action = np.zeros(12, dtype=np.float32)
         self._fresh = True
+        self._state_spec = [
+            (str(e["input"]), str(e["output"]), tuple(int(d) for d in e["shape"]))
+            for e in meta.get("recurrent_state", [])
+        ]
+        names = {i.name for i in self.session.get_inputs()}
+        missing = [i for i, _, _ in self._state_spec if i not in names]
+        if missing:
+            raise ValueError(f"{side}: recurrent state inputs {missing} are not inputs of {onnx_path}")
+        self._outputs = ["action", "joint_targets", *(o for _, o, _ in self._state_spec)]
+        self._state: dict[str, np.ndarray] = {}
+        self.reset()
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether the policy carries a hidden state from tick to tick."""
+        return bool(self._state_spec)
 
     def reset(self) -> None:
-        """Forget the history and the last action (call when the robot is (re)started)."""
+        """Forget the history, the last action and any recurrent state (call when the robot is
+        (re)started)."""
         self._last_action[:] = 0.0
         self._fresh = True
+        self._state = {i: np.zeros(shape, dtype=np.float32) for i, _, shape in self._state_spec}
 
     def frame(self, r: SensorReading, command: np.ndarray) -> np.ndarray:
         """(45,) one observation frame in the sidecar's layout."""
@@ -117,7 +135,11 @@ class OnnxPolicyRunner:
         else:
             self._frames = np.roll(self._frames, 1, axis=0)
             self._frames[0] = f
-        action, targets = self.session.run(None, {"obs": self._frames.reshape(1, -1)})
+        action, targets, *state = self.session.run(
+            self._outputs, {"obs": self._frames.reshape(1, -1), **self._state}
+        )
+        for (i, _, _), value in zip(self._state_spec, state, strict=True):
+            self._state[i] = value
         self._last_action = action[0].astype(np.float32)
         return targets[0].astype(np.float64)
 

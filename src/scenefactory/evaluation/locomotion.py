@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -27,8 +27,18 @@ from scenefactory.evaluation.metrics import mean_interval, wilson_interval
 from scenefactory.tasks.locomotion.config import Go1TaskConfig, nominal
 from scenefactory.tasks.locomotion.env import Go1Env
 
-Policy = Callable[[torch.Tensor], torch.Tensor]
-"""Actor observations (N, H·45) → actions (N, 12)."""
+
+class Policy(Protocol):
+    """What evaluation needs of a Go1 policy (:class:`~scenefactory.rl.locomotion.Go1Policy`)."""
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actor observations (N, H·45) → mean actions (N, 12)."""
+        ...
+
+    def reset(self, done: torch.Tensor | None = None) -> None:
+        """Forget the memory of robots where ``done`` (N,) is true, or of all (``None``)."""
+        ...
+
 
 TRACKING_COMMANDS: tuple[tuple[float, float, float], ...] = (
     (0.0, 0.0, 0.0),
@@ -87,10 +97,12 @@ def _run(
     vel = np.zeros((steps, env.num_envs, 3))
     yaw = np.zeros((steps, env.num_envs))
     fell_at = np.full(env.num_envs, steps)
+    policy.reset()
     for t in range(steps):
         if on_step is not None:
             on_step(t)
-        res = env.step(policy(obs))
+        res = env.step(policy.act(obs))
+        policy.reset(res.done)
         obs = res.actor_obs
         vel[t] = res.state.lin_vel_b.numpy()
         yaw[t] = res.state.ang_vel_b[:, 2].numpy()

@@ -69,10 +69,12 @@ def render_go1(policy: Go1Policy, path: Path, seconds: float = 16.0, seed: int =
     frames: list[np.ndarray] = []
     qpos = env.sim.bind("qpos")
     obs, _ = env.observations()
+    policy.reset()
     for t in range(steps):
         cmd = command_at(t / steps)
         env.hold_commands(np.array([cmd]))
         res = env.step(policy.act(obs))
+        policy.reset(res.done)
         obs = res.actor_obs
         if t % every:
             continue

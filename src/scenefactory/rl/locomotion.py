@@ -4,6 +4,11 @@ rsl-rl itself is reached only through ``rl.ppo`` (``construct_ppo``, ``build_act
 reads the ``policy`` observation group (what a real robot measures, with history), the critic the
 ``critic`` group (clean frame + privileged state): an asymmetric actor–critic.
 
+With ``Go1TrainSpec.teacher`` set the same loop distils instead (rsl-rl's ``Distillation``,
+DAgger-style: the student acts, the teacher's mean action on the same observations is the
+target), typically into a recurrent student (``PPOConfig.actor_rnn_type``) that a PPO stage then
+fine-tunes with ``init_from``.
+
 Output folder: ``config.json``, ``history.json`` (one row per iteration), ``checkpoints/
 model_<it>.pt`` and ``checkpoints/latest.pt`` (atomic writes; a crash leaves the last good one),
 ``tensorboard/``. Re-running the same command on the same folder resumes where it stopped.
@@ -29,10 +34,12 @@ from scenefactory.rl.ppo import (
     CHECKPOINT_FORMAT,
     PPOConfig,
     build_actor,
+    construct_distillation,
     construct_ppo,
     load_checkpoint,
     ppo_config_from_dict,
     save_iteration,
+    saved_ppo_dict,
     seed_everything,
 )
 from scenefactory.tasks.locomotion.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
@@ -98,7 +105,10 @@ class Go1TrainSpec:
     seed: int = 0
     init_from: str | None = None
     """A Go1 training checkpoint to start from (a fine-tuning stage): its actor, critic,
-    normalizers, optimizer state and curriculum; iterations count from 0 in the new folder."""
+    normalizers, optimizer state and curriculum; iterations count from 0 in the new folder. A
+    distilled checkpoint (no critic) gives the actor and curriculum; the critic starts fresh."""
+    teacher: str | None = None
+    """Distil ``ppo``'s actor from this Go1 policy (checkpoint or shipped file) instead of PPO."""
 
 
 def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
@@ -109,11 +119,28 @@ def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
         "iterations": spec.iterations,
         "seed": spec.seed,
         "init_from": spec.init_from,
+        "teacher": spec.teacher,
     }
 
 
 def _jsonable(x: Any) -> Any:
     return json.loads(json.dumps(x))
+
+
+def _checked(teacher: Path, spec: Go1TrainSpec) -> PPOConfig:
+    """The teacher's PPO config, after checking it is a Go1 policy reading this task's observations."""
+    if spec.init_from is not None:
+        raise CheckpointError(f"{teacher}: a distillation run starts from its teacher, not from init_from")
+    data = load_checkpoint(teacher)
+    if data.get("task") != TASK or "actor_state_dict" not in data:
+        raise CheckpointError(f"{teacher}: not a Go1 policy (expected a Go1 checkpoint or policy file)")
+    obs_dim = spec.task.history * FRAME_DIM
+    if int(data.get("obs_dim", -1)) != obs_dim:
+        raise CheckpointError(
+            f"{teacher}: the teacher reads {data.get('obs_dim')} observations, this task gives {obs_dim} "
+            f"(use the teacher's --history)"
+        )
+    return ppo_config_from_dict(data["ppo_cfg"])
 
 
 class Go1Trainer:
@@ -129,7 +156,12 @@ class Go1Trainer:
         seed_everything(spec.seed)
         self.env = Go1Env(spec.task, seed=spec.seed, nthread=nthread, randomize_episode_start=True)
         self.vec = Go1VecEnv(self.env)
-        self.alg = construct_ppo(self.vec.get_observations(), self.vec, spec.ppo)
+        obs = self.vec.get_observations()
+        self.alg: Any
+        if spec.teacher is None:
+            self.alg = construct_ppo(obs, self.vec, spec.ppo)
+        else:
+            self.alg = construct_distillation(obs, self.vec, spec.ppo, _checked(Path(spec.teacher), spec))
         self.iteration = 0
         self.env_steps = 0
         self.history: list[dict[str, Any]] = []
@@ -138,36 +170,62 @@ class Go1Trainer:
             self._resume(latest)
         elif spec.init_from is not None:
             self._init_from(Path(spec.init_from))
+        elif spec.teacher is not None:
+            self._init_student(Path(spec.teacher))
+
+    def _init_student(self, path: Path) -> None:
+        """The teacher's weights and curriculum; the student starts from the teacher's observation
+        normalization (both read the same ``policy`` group)."""
+        data = load_checkpoint(path)
+        try:
+            self.alg.load(data, {"teacher": True}, strict=True)
+        except (RuntimeError, KeyError) as exc:
+            raise CheckpointError(f"{path}: teacher weights do not fit its saved config ({exc})") from exc
+        student, teacher = self.alg.get_policy(), self.alg.teacher
+        student.obs_normalizer.load_state_dict(teacher.obs_normalizer.state_dict())
+        self._load_curriculum(data)
+
+    def _load_curriculum(self, data: dict[str, Any]) -> None:
+        cur = data.get("curriculum") or {"lin_fraction": 1.0, "yaw_fraction": 1.0}
+        self.env.lin_fraction = float(cur["lin_fraction"])
+        self.env.yaw_fraction = float(cur["yaw_fraction"])
 
     def _init_from(self, path: Path) -> None:
         data = load_checkpoint(path)
-        if data.get("task") != TASK or "critic_state_dict" not in data:
-            raise CheckpointError(
-                f"{path}: not a Go1 training checkpoint (needs actor, critic and optimizer)"
-            )
+        if data.get("task") != TASK or "actor_state_dict" not in data:
+            raise CheckpointError(f"{path}: not a Go1 training checkpoint (needs at least the actor)")
         obs_dim = self.spec.task.history * FRAME_DIM
         if int(data.get("obs_dim", -1)) != obs_dim:
             raise CheckpointError(
                 f"{path}: actor observations are {data.get('obs_dim')} wide, this task's are {obs_dim}"
             )
+        full = "critic_state_dict" in data and self.spec.teacher is None
         try:
-            self.alg.load(data, None, strict=True)
+            if full:
+                self.alg.load(data, None, strict=True)
+            else:  # a distilled student: the actor only, a fresh critic and optimizer
+                self.alg.get_policy().load_state_dict(data["actor_state_dict"], strict=True)
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path}: networks do not fit this run's PPO config ({exc})") from exc
-        self.env.lin_fraction = float(data["curriculum"]["lin_fraction"])
-        self.env.yaw_fraction = float(data["curriculum"]["yaw_fraction"])
+        self._load_curriculum(data)
 
     def _resume(self, path: Path) -> None:
         data = load_checkpoint(path)
         saved, mine = data.get("spec") or {}, _jsonable(spec_to_dict(self.spec))
         saved.setdefault("init_from", None)
-        for key in ("task", "ppo", "seed", "init_from"):
+        saved.setdefault("teacher", None)
+        if "ppo" in saved:
+            saved["ppo"] = saved_ppo_dict(saved["ppo"])
+        for key in ("task", "ppo", "seed", "init_from", "teacher"):
             if saved.get(key) != mine[key]:
                 raise CheckpointError(
                     f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
                     f"(use another --out folder or the same settings)"
                 )
-        self.alg.load(data, None, strict=True)
+        if self.spec.teacher is None:
+            self.alg.load(data, None, strict=True)
+        else:
+            self.alg.load(data, {"student": True, "teacher": True, "optimizer": True}, strict=True)
         self.iteration = int(data["iteration"])
         self.env_steps = int(data["env_steps"])
         self.history = list(data.get("history", []))
@@ -178,6 +236,8 @@ class Go1Trainer:
 
     def _payload(self) -> dict[str, Any]:
         saved = self.alg.save()
+        if "student_state_dict" in saved:  # distillation: the student is this run's actor
+            saved["actor_state_dict"] = saved["student_state_dict"]
         saved.update(
             {
                 "format": CHECKPOINT_FORMAT,
@@ -287,10 +347,21 @@ class Go1Policy:
     ppo_cfg: PPOConfig
     meta: dict[str, Any]
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the actor carries a hidden state between steps (then call :meth:`reset`)."""
+        return bool(getattr(self.actor, "is_recurrent", False))
+
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Mean action (N, 12) for actor observations (N, H·45)."""
+        """Mean action (N, 12) for actor observations (N, H·45); a recurrent actor advances its state."""
         return self.actor(TensorDict({"policy": obs}, batch_size=[obs.shape[0]]))
+
+    def reset(self, done: torch.Tensor | None = None) -> None:
+        """Zero the hidden state of the robots where ``done`` (N,) is true, or all of it (``None``:
+        before a new batch); nothing to do for a feed-forward actor."""
+        if self.recurrent:
+            self.actor.reset(None if done is None else done.to(torch.float32))
 
 
 def load_go1_policy(path: str | os.PathLike[str]) -> Go1Policy:

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from rsl_rl.algorithms import PPO
+from rsl_rl.algorithms import PPO, Distillation
 from rsl_rl.env import VecEnv
-from rsl_rl.models import MLPModel
+from rsl_rl.models import MLPModel, RNNModel
 from tensordict import TensorDict
 
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
@@ -66,6 +66,10 @@ class PPOConfig:
     save_interval: int = 10
     critic_obs_group: str = "policy"
     """Observation group the critic reads: ``policy`` (the actor's) or ``critic`` (privileged)."""
+    actor_rnn_type: str | None = None
+    """``None``: an MLP actor; ``"gru"`` or ``"lstm"``: a recurrent layer before the actor MLP
+    (rsl-rl's ``RNNModel``; the actor then carries a hidden state between steps)."""
+    actor_rnn_hidden_dim: int = 64
 
     def __post_init__(self) -> None:
         """Validate values that rsl-rl would otherwise accept and misbehave on."""
@@ -77,10 +81,14 @@ class PPOConfig:
             raise ValueError(f"schedule must be 'adaptive' or 'fixed', got '{self.schedule}'")
         if self.save_interval < 1:
             raise ValueError(f"save_interval must be >= 1, got {self.save_interval}")
+        if self.actor_rnn_type not in (None, "gru", "lstm"):
+            raise ValueError(f"actor_rnn_type must be None, 'gru' or 'lstm', got '{self.actor_rnn_type}'")
+        if self.actor_rnn_hidden_dim < 1:
+            raise ValueError(f"actor_rnn_hidden_dim must be >= 1, got {self.actor_rnn_hidden_dim}")
 
     def actor_cfg(self) -> dict[str, Any]:
-        """rsl-rl actor model config."""
-        return {
+        """rsl-rl actor model config (``MLPModel``, or ``RNNModel`` when ``actor_rnn_type`` is set)."""
+        cfg: dict[str, Any] = {
             "class_name": "MLPModel",
             "hidden_dims": list(self.actor_hidden_dims),
             "activation": self.activation,
@@ -91,6 +99,14 @@ class PPOConfig:
                 "std_type": "log",
             },
         }
+        if self.actor_rnn_type is not None:
+            cfg.update(
+                class_name="RNNModel",
+                rnn_type=self.actor_rnn_type,
+                rnn_hidden_dim=self.actor_rnn_hidden_dim,
+                rnn_num_layers=1,
+            )
+        return cfg
 
     def rsl_cfg(self) -> dict[str, Any]:
         """The dict rsl-rl's ``PPO.construct_algorithm`` expects."""
@@ -161,8 +177,8 @@ def build_actor(
     """An rsl-rl actor of the right shape (for loading a checkpoint without a PPO object)."""
     obs = TensorDict({"policy": torch.zeros(1, obs_dim)}, batch_size=[1])
     kwargs = ppo.actor_cfg()
-    kwargs.pop("class_name")
-    model = MLPModel(obs, {"actor": ["policy"]}, "actor", num_actions, **kwargs)
+    cls = RNNModel if kwargs.pop("class_name") == "RNNModel" else MLPModel
+    model = cls(obs, {"actor": ["policy"]}, "actor", num_actions, **kwargs)
     return model.to(device)
 
 
@@ -170,6 +186,43 @@ def construct_ppo(obs: TensorDict, vec: Any, ppo: PPOConfig) -> PPO:
     """rsl-rl's PPO (actor, critic, storage, optimizer) for a VecEnv-like ``vec`` on the CPU."""
     with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model architectures
         return PPO.construct_algorithm(obs, vec, ppo.rsl_cfg(), "cpu")
+
+
+DISTILL_EPOCHS = 2
+"""Passes over each rollout when distilling (rsl-rl's ``num_learning_epochs``)."""
+DISTILL_GRADIENT_LENGTH = 8
+"""Rollout steps per distillation gradient step (the student's truncated-BPTT length)."""
+
+
+def construct_distillation(obs: TensorDict, vec: Any, student: PPOConfig, teacher: PPOConfig) -> Any:
+    """rsl-rl's ``Distillation`` (student from ``student``'s actor, teacher from ``teacher``'s).
+
+    Both read the ``policy`` group; the teacher's weights are loaded by the caller. The student's
+    sampled actions drive the environment (its ``init_noise_std`` is the exploration), the loss is
+    the MSE to the teacher's mean action, ``student.learning_rate`` and ``max_grad_norm`` apply.
+    """
+    if student.num_steps_per_env % DISTILL_GRADIENT_LENGTH:
+        raise ValueError(
+            f"num_steps_per_env ({student.num_steps_per_env}) must be a multiple of the distillation "
+            f"gradient length {DISTILL_GRADIENT_LENGTH}"
+        )
+    cfg = {
+        "num_steps_per_env": student.num_steps_per_env,
+        "obs_groups": {"student": ["policy"], "teacher": ["policy"]},
+        "multi_gpu": None,
+        "algorithm": {
+            "class_name": "Distillation",
+            "num_learning_epochs": DISTILL_EPOCHS,
+            "gradient_length": DISTILL_GRADIENT_LENGTH,
+            "learning_rate": student.learning_rate,
+            "max_grad_norm": student.max_grad_norm,
+            "loss_type": "mse",
+        },
+        "student": student.actor_cfg(),
+        "teacher": teacher.actor_cfg(),
+    }
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model architectures
+        return Distillation.construct_algorithm(obs, vec, cfg, "cpu")
 
 
 def _mask_decisions(alg: PPO, valid: torch.Tensor) -> None:
@@ -243,6 +296,12 @@ def ppo_config_from_dict(data: dict[str, Any]) -> PPOConfig:
     for k in ("actor_hidden_dims", "critic_hidden_dims"):
         d[k] = tuple(d[k])
     return PPOConfig(**d)
+
+
+def saved_ppo_dict(data: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's saved PPO config as today's JSON form: fields added since it was written take
+    their defaults (which reproduce the old behaviour), so older runs still resume."""
+    return json.loads(json.dumps(asdict(ppo_config_from_dict(data))))
 
 
 def load_policy(path: str | os.PathLike[str], task: str = "drive") -> LoadedPolicy:
@@ -390,6 +449,8 @@ class Trainer:
             "num_train_scenes",
             "scene_source",
         )
+        if saved is not None and "ppo" in saved:
+            saved["ppo"] = saved_ppo_dict(saved["ppo"])
         for key in keys:
             if saved is None or saved.get(key) != json.loads(json.dumps(mine.get(key))):
                 raise CheckpointError(

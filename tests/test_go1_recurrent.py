@@ -1,0 +1,180 @@
+"""Recurrent Go1 actors on tiny settings: distillation from a teacher (resume, errors), PPO
+fine-tuning of the distilled student, hidden-state resets in evaluation, and the ONNX export and
+torch-free runner carrying the hidden state."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from scenefactory import go1_jobs
+from scenefactory.deploy.export import DeployPolicy, export_go1
+from scenefactory.deploy.robot import MujocoGo1
+from scenefactory.deploy.runner import OnnxPolicyRunner
+from scenefactory.errors import CheckpointError, UserError
+from scenefactory.rl.locomotion import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
+from scenefactory.rl.ppo import build_actor, load_checkpoint
+from scenefactory.tasks.locomotion.config import Go1TaskConfig
+
+TEACHER = go1_jobs.SHIPPED_POLICY
+
+
+def student_spec(iterations: int, **ppo: object) -> Go1TrainSpec:
+    cfg = replace(
+        go1_ppo_config(),
+        num_steps_per_env=8,
+        save_interval=1,
+        num_mini_batches=2,
+        init_noise_std=0.2,
+        actor_rnn_type="gru",
+        actor_rnn_hidden_dim=16,
+        actor_hidden_dims=(32, 32),
+        **ppo,  # type: ignore[arg-type]
+    )
+    return Go1TrainSpec(
+        task=Go1TaskConfig(num_envs=8), ppo=cfg, iterations=iterations, seed=3, teacher=str(TEACHER)
+    )
+
+
+@pytest.fixture(scope="module")
+def distilled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("student")
+    Go1Trainer(student_spec(6), out, nthread=1).run()
+    return out
+
+
+def test_distillation_lowers_the_behaviour_loss_and_starts_from_the_teacher(distilled: Path) -> None:
+    hist = json.loads((distilled / "history.json").read_text())
+    losses = [h["loss_behavior"] for h in hist]
+    assert len(losses) == 6 and all(np.isfinite(losses))
+    assert losses[-1] < 0.7 * losses[0], losses
+    data = load_checkpoint(distilled / "checkpoints" / "latest.pt")
+    assert data["ppo_cfg"]["actor_rnn_type"] == "gru"
+    teacher = load_checkpoint(TEACHER)["actor_state_dict"]
+    for k, v in data["teacher_state_dict"].items():  # the teacher is frozen
+        torch.testing.assert_close(v, teacher[k])
+    assert data["actor_state_dict"].keys() == data["student_state_dict"].keys()
+
+
+def test_distillation_resumes_and_refuses_another_teacher(distilled: Path, tmp_path: Path) -> None:
+    out = tmp_path / "copy"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "latest.pt").write_bytes((distilled / "checkpoints" / "latest.pt").read_bytes())
+    t = Go1Trainer(student_spec(7), out, nthread=1)
+    assert t.iteration == 6
+    saved = load_checkpoint(out / "checkpoints" / "latest.pt")["student_state_dict"]
+    for k, v in t.alg.get_policy().state_dict().items():
+        torch.testing.assert_close(v, saved[k])
+    t.run()
+    assert load_checkpoint(out / "checkpoints" / "latest.pt")["iteration"] == 7
+    other = tmp_path / "other.pt"
+    other.write_bytes(TEACHER.read_bytes())
+    with pytest.raises(CheckpointError, match="'teacher' differs"):
+        Go1Trainer(replace(student_spec(8), teacher=str(other)), out, nthread=1)
+
+
+def test_a_teacher_must_read_the_task_observations(tmp_path: Path) -> None:
+    spec = student_spec(1)
+    with pytest.raises(CheckpointError, match="history"):
+        Go1Trainer(replace(spec, task=replace(spec.task, history=5)), tmp_path, nthread=1)
+    with pytest.raises(UserError, match="exclude each other"):
+        go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=TEACHER, init_from=TEACHER))
+    with pytest.raises(UserError, match="not found"):
+        go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=tmp_path / "missing.pt"))
+
+
+def test_ppo_fine_tunes_the_distilled_student(distilled: Path, tmp_path: Path) -> None:
+    src = distilled / "checkpoints" / "latest.pt"
+    base = student_spec(1)
+    spec = replace(base, teacher=None, init_from=str(src))
+    t = Go1Trainer(spec, tmp_path, nthread=1)
+    saved = load_checkpoint(src)["actor_state_dict"]
+    for k, v in t.alg.get_policy().state_dict().items():
+        torch.testing.assert_close(v, saved[k])
+    t.run()
+    hist = json.loads((tmp_path / "history.json").read_text())
+    assert np.isfinite(hist[0]["loss_surrogate"])
+
+
+def test_policy_reset_zeroes_only_the_done_robots(distilled: Path) -> None:
+    policy = load_go1_policy(distilled / "checkpoints" / "latest.pt")
+    assert policy.recurrent
+    obs = torch.randn(4, 135, generator=torch.Generator().manual_seed(1))
+    policy.reset()
+    a1 = policy.act(obs)
+    a2 = policy.act(obs)
+    assert not torch.allclose(a1, a2)  # the state moved on
+    policy.reset(torch.tensor([True, False, False, True]))
+    a3 = policy.act(obs)
+    torch.testing.assert_close(a3[[0, 3]], a1[[0, 3]])  # as from a fresh start
+    assert not torch.allclose(a3[[1, 2]], a1[[1, 2]])
+
+
+def test_recurrent_export_carries_the_state_like_torch(distilled: Path, tmp_path: Path) -> None:
+    policy = load_go1_policy(distilled / "checkpoints" / "latest.pt")
+    paths = export_go1(policy, tmp_path)
+    side = json.loads(paths["sidecar"].read_text())
+    assert side["recurrent_state"] == [{"input": "h_in", "output": "h_out", "shape": [1, 1, 16]}]
+    sess = ort.InferenceSession(str(paths["onnx"]), providers=["CPUExecutionProvider"])
+    gen = torch.Generator().manual_seed(0)
+    h = np.zeros((1, 3, 16), dtype=np.float32)
+    policy.reset()
+    clip = policy.task_cfg.action_clip
+    for _ in range(4):
+        obs = torch.randn(3, 135, generator=gen)
+        action, _, h = sess.run(None, {"obs": obs.numpy(), "h_in": h})
+        np.testing.assert_allclose(action, policy.act(obs).clamp(-clip, clip).numpy(), atol=1e-5)
+    assert np.abs(h).max() > 0
+    with torch.no_grad():
+        ref = DeployPolicy(policy)(obs, torch.zeros(1, 3, 16))
+    assert len(ref) == 3 and ref[2].shape == (1, 3, 16)
+
+
+def test_runner_carries_and_resets_the_state(distilled: Path, tmp_path: Path) -> None:
+    export_go1(load_go1_policy(distilled / "checkpoints" / "latest.pt"), tmp_path)
+    runner = OnnxPolicyRunner(tmp_path)
+    assert runner.recurrent
+    robot = MujocoGo1()
+    cmd = np.array([0.5, 0.0, 0.0])
+    reading = robot.read()
+    first = runner.act(reading, cmd)
+    assert np.abs(runner._state["h_in"]).max() > 0
+    runner.reset()
+    assert not runner._state["h_in"].any()
+    np.testing.assert_allclose(runner.act(reading, cmd), first, atol=1e-6)
+    side = json.loads((tmp_path / "go1_policy.json").read_text())
+    side["recurrent_state"][0]["input"] = "state_in"
+    (tmp_path / "go1_policy.json").write_text(json.dumps(side))
+    with pytest.raises(ValueError, match="state_in"):
+        OnnxPolicyRunner(tmp_path)
+
+
+def test_lstm_export_carries_both_states(tmp_path: Path) -> None:
+    ppo = replace(go1_ppo_config(), actor_rnn_type="lstm", actor_rnn_hidden_dim=8, actor_hidden_dims=(16,))
+    task = Go1TaskConfig()
+    policy = Go1Policy(build_actor(135, ppo, num_actions=12), task, ppo, {})
+    paths = export_go1(policy, tmp_path)
+    side = json.loads(paths["sidecar"].read_text())
+    assert [e["input"] for e in side["recurrent_state"]] == ["h_in", "c_in"]
+    sess = ort.InferenceSession(str(paths["onnx"]), providers=["CPUExecutionProvider"])
+    h = c = np.zeros((1, 2, 8), dtype=np.float32)
+    policy.reset()
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        obs = torch.randn(2, 135, generator=gen)
+        action, _, h, c = sess.run(None, {"obs": obs.numpy(), "h_in": h, "c_in": c})
+        ref = policy.act(obs).clamp(-task.action_clip, task.action_clip)
+        np.testing.assert_allclose(action, ref.numpy(), atol=1e-5)
+
+
+def test_cli_trains_a_recurrent_student(tmp_path: Path) -> None:
+    spec = go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(rnn="lstm", rnn_hidden=8, teacher=TEACHER))
+    assert spec.ppo.actor_rnn_type == "lstm" and spec.ppo.actor_rnn_hidden_dim == 8
+    assert spec.ppo.init_noise_std == go1_jobs.DISTILL_ACTION_STD
+    assert spec.teacher == str(TEACHER)
