@@ -89,17 +89,35 @@ def test_a_teacher_must_read_the_task_observations(tmp_path: Path) -> None:
         go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=tmp_path / "missing.pt"))
 
 
-def test_ppo_fine_tunes_the_distilled_student(distilled: Path, tmp_path: Path) -> None:
+def test_ppo_fine_tunes_the_distilled_student_after_a_critic_warmup(distilled: Path, tmp_path: Path) -> None:
     src = distilled / "checkpoints" / "latest.pt"
-    base = student_spec(1)
-    spec = replace(base, teacher=None, init_from=str(src))
+    spec = replace(student_spec(2), teacher=None, init_from=str(src), critic_warmup=1)
     t = Go1Trainer(spec, tmp_path, nthread=1)
     saved = load_checkpoint(src)["actor_state_dict"]
-    for k, v in t.alg.get_policy().state_dict().items():
+    actor, critic = t.alg.get_policy(), t.alg.critic
+
+    def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return {k: v.clone() for k, v in model.named_parameters()}
+
+    start = weights(actor)
+    for k, v in start.items():
         torch.testing.assert_close(v, saved[k])
-    t.run()
+    critic0 = weights(critic)
+    moved: list[tuple[bool, bool]] = []
+
+    def check(row: dict[str, object]) -> None:
+        a_now, c_now = weights(actor), weights(critic)
+        moved.append(
+            (
+                any(not torch.equal(a_now[k], start[k]) for k in start),
+                any(not torch.equal(c_now[k], critic0[k]) for k in critic0),
+            )
+        )
+
+    t.run(check)
+    assert moved == [(False, True), (True, True)]  # iteration 1: only the critic learns
     hist = json.loads((tmp_path / "history.json").read_text())
-    assert np.isfinite(hist[0]["loss_surrogate"])
+    assert all(np.isfinite(h["loss_surrogate"]) for h in hist)
 
 
 def test_policy_reset_zeroes_only_the_done_robots(distilled: Path) -> None:

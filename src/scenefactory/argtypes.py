@@ -5,15 +5,24 @@ from __future__ import annotations
 import argparse
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1, or an argparse error naming the text."""
+def _int_at_least(text: str, low: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1, or an argparse error naming the text."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0, or an argparse error naming the text."""
+    return _int_at_least(text, 0, "an integer >= 0")
 
 
 def _float(text: str) -> float:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scenefactory.argtypes import non_negative_float, probability
+from scenefactory.argtypes import non_negative_float, non_negative_int, probability
 from scenefactory.argtypes import positive_int as _positive
 
 
@@ -102,6 +102,13 @@ def add_task_parser(command: str, tasks: Any) -> None:
         )
         t.add_argument("--rnn-hidden", type=_positive, default=64, help="hidden width of --rnn (default 64)")
         t.add_argument(
+            "--critic-warmup",
+            type=non_negative_int,
+            default=0,
+            help="first N PPO iterations train only the critic (use when --init-from gives a distilled "
+            "actor and no critic)",
+        )
+        t.add_argument(
             "--teacher",
             type=Path,
             default=None,
@@ -167,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
             rnn=args.rnn,
             rnn_hidden=args.rnn_hidden,
             teacher=args.teacher,
+            critic_warmup=args.critic_warmup,
         )
         trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")

@@ -32,7 +32,8 @@ class RecipeOptions:
     weights; ``history``: frames stacked in the actor's observation (``None`` = the config's 3);
     ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`); ``rnn`` / ``rnn_hidden``:
     a recurrent actor (``"gru"`` or ``"lstm"``, hidden width); ``teacher``: distil the actor from
-    this policy instead of PPO (exploration noise :data:`DISTILL_ACTION_STD`)."""
+    this policy instead of PPO (exploration noise :data:`DISTILL_ACTION_STD`); ``critic_warmup``:
+    PPO iterations with the actor frozen at the start (see :class:`Go1TrainSpec`)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -45,6 +46,7 @@ class RecipeOptions:
     rnn: str | None = None
     rnn_hidden: int = 64
     teacher: Path | None = None
+    critic_warmup: int = 0
 
 
 DISTILL_ACTION_STD = 0.2
@@ -107,6 +109,7 @@ def train_spec(
         seed=seed,
         init_from=init,
         teacher=teacher,
+        critic_warmup=options.critic_warmup,
     )
 
 

@@ -109,6 +109,9 @@ class Go1TrainSpec:
     distilled checkpoint (no critic) gives the actor and curriculum; the critic starts fresh."""
     teacher: str | None = None
     """Distil ``ppo``'s actor from this Go1 policy (checkpoint or shipped file) instead of PPO."""
+    critic_warmup: int = 0
+    """PPO iterations at the start in which only the critic learns (the actor frozen): a fresh
+    critic's first advantages are noise, and unfrozen they undo a distilled actor."""
 
 
 def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
@@ -120,6 +123,7 @@ def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
         "seed": spec.seed,
         "init_from": spec.init_from,
         "teacher": spec.teacher,
+        "critic_warmup": spec.critic_warmup,
     }
 
 
@@ -214,9 +218,10 @@ class Go1Trainer:
         saved, mine = data.get("spec") or {}, _jsonable(spec_to_dict(self.spec))
         saved.setdefault("init_from", None)
         saved.setdefault("teacher", None)
+        saved.setdefault("critic_warmup", 0)
         if "ppo" in saved:
             saved["ppo"] = saved_ppo_dict(saved["ppo"])
-        for key in ("task", "ppo", "seed", "init_from", "teacher"):
+        for key in ("task", "ppo", "seed", "init_from", "teacher", "critic_warmup"):
             if saved.get(key) != mine[key]:
                 raise CheckpointError(
                     f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
@@ -300,7 +305,14 @@ class Go1Trainer:
                             ep_len[ended] = 0.0
                     t1 = time.perf_counter()
                     alg.compute_returns(obs)
-                losses = alg.update()
+                warmup = self.iteration < self.spec.critic_warmup and self.spec.teacher is None
+                actor = alg.get_policy()
+                if warmup:
+                    actor.requires_grad_(False)
+                try:
+                    losses = alg.update()
+                finally:
+                    actor.requires_grad_(True)
                 t2 = time.perf_counter()
                 curriculum = self.env.update_curriculum()
                 self.iteration += 1
