@@ -114,8 +114,11 @@ def test_ppo_fine_tunes_the_distilled_student_after_a_critic_warmup(distilled: P
             )
         )
 
-    t.run(check)
+    lrs: list[float] = []
+    t.run(lambda row: (check(row), lrs.append(t.alg.learning_rate)))
     assert moved == [(False, True), (True, True)]  # iteration 1: only the critic learns
+    assert lrs[0] == spec.ppo.learning_rate  # zero KL while frozen: the schedule leaves it
+    assert lrs[1] <= 1e-5 * 1.5 ** (spec.ppo.num_learning_epochs * spec.ppo.num_mini_batches)
     hist = json.loads((tmp_path / "history.json").read_text())
     assert all(np.isfinite(h["loss_surrogate"]) for h in hist)
 

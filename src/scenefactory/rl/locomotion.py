@@ -47,6 +47,8 @@ from scenefactory.tasks.locomotion.env import Go1Env, LocoStep
 from scenefactory.tasks.locomotion.observations import FRAME_DIM
 
 TASK = "go1"
+RAMP_START_LR = 1e-5
+"""Learning rate when the actor is unfrozen after a critic warm-up (rsl-rl's adaptive floor)."""
 
 
 def go1_ppo_config() -> PPOConfig:
@@ -111,7 +113,10 @@ class Go1TrainSpec:
     """Distil ``ppo``'s actor from this Go1 policy (checkpoint or shipped file) instead of PPO."""
     critic_warmup: int = 0
     """PPO iterations at the start in which only the critic learns (the actor frozen): a fresh
-    critic's first advantages are noise, and unfrozen they undo a distilled actor."""
+    critic's first advantages are noise, and unfrozen they undo a distilled actor. When the actor
+    is unfrozen the learning rate restarts at :data:`RAMP_START_LR` and the adaptive schedule
+    raises it: Adam's first steps move every weight by about the learning rate whatever its
+    gradient, and at 1e-3 one iteration undid a distilled GRU student."""
 
 
 def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
@@ -309,6 +314,10 @@ class Go1Trainer:
                 actor = alg.get_policy()
                 if warmup:
                     actor.requires_grad_(False)
+                elif self.iteration == self.spec.critic_warmup > 0 and self.spec.ppo.schedule == "adaptive":
+                    alg.learning_rate = RAMP_START_LR
+                    for group in alg.optimizer.param_groups:
+                        group["lr"] = RAMP_START_LR
                 try:
                     losses = alg.update()
                 finally:
