@@ -208,9 +208,8 @@ class Go1Trainer:
             raise CheckpointError(
                 f"{path}: actor observations are {data.get('obs_dim')} wide, this task's are {obs_dim}"
             )
-        full = "critic_state_dict" in data and self.spec.teacher is None
         try:
-            if full:
+            if "critic_state_dict" in data:
                 self.alg.load(data, None, strict=True)
             else:  # a distilled student: the actor only, a fresh critic and optimizer
                 self.alg.get_policy().load_state_dict(data["actor_state_dict"], strict=True)

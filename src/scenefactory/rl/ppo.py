@@ -68,7 +68,8 @@ class PPOConfig:
     """Observation group the critic reads: ``policy`` (the actor's) or ``critic`` (privileged)."""
     actor_rnn_type: str | None = None
     """``None``: an MLP actor; ``"gru"`` or ``"lstm"``: a recurrent layer before the actor MLP
-    (rsl-rl's ``RNNModel``; the actor then carries a hidden state between steps)."""
+    (rsl-rl's ``RNNModel``; the actor then carries a hidden state between steps). Used by the Go1
+    task, whose evaluation, export and runner reset that state; driving evaluation does not."""
     actor_rnn_hidden_dim: int = 64
 
     def __post_init__(self) -> None:
