@@ -76,6 +76,15 @@ def test_fine_tune_starts_from_the_checkpoint_and_resumes_as_itself(trained: Pat
     assert again.iteration == 1  # its own checkpoint wins over init_from
     with pytest.raises(CheckpointError, match="'init_from' differs"):
         Go1Trainer(replace(spec, init_from=None), tmp_path / "ft", nthread=1)
+    rnd = spec.task.randomization
+    assert rnd is not None
+    rnd = replace(rnd, joint_friction_scale=(0.8, 1.8))
+    damped = replace(spec, task=replace(spec.task, randomization=rnd))
+    with pytest.raises(CheckpointError, match="critic-warmup"):  # its critic reads one value more
+        Go1Trainer(damped, tmp_path / "damped", nthread=1)
+    t = Go1Trainer(replace(damped, critic_warmup=1), tmp_path / "damped", nthread=1)
+    for k, v in t.alg.get_policy().state_dict().items():
+        torch.testing.assert_close(v, saved[k])
     wide = replace(spec, task=replace(spec.task, history=4))
     with pytest.raises(CheckpointError, match="observations are"):
         Go1Trainer(wide, tmp_path / "wide", nthread=1)

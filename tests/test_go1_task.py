@@ -144,6 +144,19 @@ def env() -> Go1Env:
     return Go1Env(Go1TaskConfig(num_envs=4), seed=1, nthread=1)
 
 
+def test_critic_sees_the_joint_friction_scale_only_when_randomized() -> None:
+    base = Go1TaskConfig(num_envs=4)
+    assert base.randomization is not None
+    jf = replace(base, randomization=replace(base.randomization, joint_friction_scale=(0.8, 1.8)))
+    env = Go1Env(jf, seed=2, nthread=1)
+    _, critic = env.observations()
+    assert critic.shape == (4, CRITIC_DIM + 1)
+    torch.testing.assert_close(
+        critic[:, -1], torch.as_tensor(env.randomizer.joint_friction_scale, dtype=torch.float32)
+    )
+    assert not np.allclose(env.randomizer.joint_friction_scale, 1.0)
+
+
 def test_smoke_step_shapes_and_values(env: Go1Env) -> None:
     actor, critic = env.observations()
     assert actor.shape == (4, 3 * FRAME_DIM) and critic.shape == (4, CRITIC_DIM)

@@ -108,7 +108,9 @@ class Go1TrainSpec:
     init_from: str | None = None
     """A Go1 training checkpoint to start from (a fine-tuning stage): its actor, critic,
     normalizers, optimizer state and curriculum; iterations count from 0 in the new folder. A
-    distilled checkpoint (no critic) gives the actor and curriculum; the critic starts fresh."""
+    distilled checkpoint (no critic), or one whose critic reads another width (joint damping
+    randomization adds a privileged value; needs ``critic_warmup``), gives the actor and curriculum;
+    the critic and optimizer start fresh."""
     teacher: str | None = None
     """Distil ``ppo``'s actor from this Go1 policy (checkpoint or shipped file) instead of PPO."""
     critic_warmup: int = 0
@@ -208,10 +210,22 @@ class Go1Trainer:
             raise CheckpointError(
                 f"{path}: actor observations are {data.get('obs_dim')} wide, this task's are {obs_dim}"
             )
+        critic = data.get("critic_state_dict")
+        width = int(self.alg.critic.obs_dim)
+        saved_width: int | None = None
+        if critic is not None:  # without a normalizer to read it from, the strict load decides
+            mean = critic.get("obs_normalizer._mean")
+            saved_width = width if mean is None else int(mean.shape[-1])
+        if saved_width is not None and saved_width != width and self.spec.critic_warmup == 0:
+            raise CheckpointError(
+                f"{path}: its critic reads {saved_width} values, this task's reads {width} (the joint "
+                f"damping/friction scale is privileged when randomized); start a fresh critic with "
+                f"--critic-warmup N"
+            )
         try:
-            if "critic_state_dict" in data:
+            if saved_width == width:
                 self.alg.load(data, None, strict=True)
-            else:  # a distilled student: the actor only, a fresh critic and optimizer
+            else:  # a distilled student, or another critic width: the actor only, a fresh critic
                 self.alg.get_policy().load_state_dict(data["actor_state_dict"], strict=True)
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path}: networks do not fit this run's PPO config ({exc})") from exc
@@ -231,10 +245,16 @@ class Go1Trainer:
                     f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
                     f"(use another --out folder or the same settings)"
                 )
-        if self.spec.teacher is None:
-            self.alg.load(data, None, strict=True)
-        else:
-            self.alg.load(data, {"student": True, "teacher": True, "optimizer": True}, strict=True)
+        try:
+            if self.spec.teacher is None:
+                self.alg.load(data, None, strict=True)
+            else:
+                self.alg.load(data, {"student": True, "teacher": True, "optimizer": True}, strict=True)
+        except (RuntimeError, KeyError, ValueError) as exc:
+            raise CheckpointError(
+                f"{path}: cannot resume, its networks do not fit this run's (a run with "
+                f"--joint-friction-dr made before its critic saw the joint damping scale?): {exc}"
+            ) from exc
         self.iteration = int(data["iteration"])
         self.env_steps = int(data["env_steps"])
         self.history = list(data.get("history", []))

@@ -16,7 +16,7 @@ slice    size  quantity
 The actor gets ``history`` such frames, newest first, with uniform sensor noise on the measured
 parts. No base linear velocity: a real Go1 has no sensor for it. The critic gets one clean frame,
 then base linear velocity (3), trunk height (1), foot contacts (4) and the randomized physical
-parameters (20, ``Randomizer.privileged``).
+parameters (20, ``Randomizer.privileged``; 21 when the joint damping/friction scale is randomized).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ FRAME_LAYOUT = (
 """(name, start, stop) of each slice of an actor frame."""
 PRIVILEGED_DIM = 3 + 1 + 4 + 20
 CRITIC_DIM = FRAME_DIM + PRIVILEGED_DIM
+"""The critic's width without joint damping/friction randomization (one more with it)."""
 
 
 def actor_frame(
@@ -60,7 +61,8 @@ def actor_frame(
 
 
 def critic_obs(arrays: dict[str, np.ndarray], privileged: np.ndarray) -> np.ndarray:
-    """(N, 73) float32: a clean actor frame plus privileged state (module docstring)."""
+    """(N, 73) float32 (74 with the joint damping/friction scale): a clean actor frame plus
+    privileged state (module docstring)."""
     clean = actor_frame(arrays)
     extra = np.concatenate(
         [

@@ -77,16 +77,18 @@ class Randomizer:
         self.sim.batch.set_const(ids)
 
     def privileged(self) -> np.ndarray:
-        """(N, 20) drawn parameters for the critic: μ, Δm, ΔCoM (3), strength (12), Kp, Kd, latency [s]."""
-        return np.concatenate(
-            [
-                self.friction[:, None],
-                self.trunk_added_mass_kg[:, None],
-                self.trunk_com_offset_m,
-                self.motor_strength,
-                self.kp_scale[:, None],
-                self.kd_scale[:, None],
-                self.latency_steps[:, None] / self.physics_hz,
-            ],
-            axis=1,
-        )
+        """(N, 20) drawn parameters for the critic: μ, Δm, ΔCoM (3), strength (12), Kp, Kd, latency
+        [s]; (N, 21) with the joint damping/friction scale last when that is randomized (only then,
+        so that runs without it keep their critic's width and reproduce)."""
+        parts = [
+            self.friction[:, None],
+            self.trunk_added_mass_kg[:, None],
+            self.trunk_com_offset_m,
+            self.motor_strength,
+            self.kp_scale[:, None],
+            self.kd_scale[:, None],
+            self.latency_steps[:, None] / self.physics_hz,
+        ]
+        if self.cfg is not None and self.cfg.joint_friction_scale != (1.0, 1.0):
+            parts.append(self.joint_friction_scale[:, None])
+        return np.concatenate(parts, axis=1)
