@@ -85,6 +85,8 @@ def test_a_teacher_must_read_the_task_observations(tmp_path: Path) -> None:
         Go1Trainer(replace(spec, task=replace(spec.task, history=5)), tmp_path, nthread=1)
     with pytest.raises(UserError, match="exclude each other"):
         go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=TEACHER, init_from=TEACHER))
+    with pytest.raises(UserError, match="no critic"):
+        go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=TEACHER, critic_warmup=5))
     with pytest.raises(UserError, match="not found"):
         go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=tmp_path / "missing.pt"))
 

@@ -99,6 +99,8 @@ def train_spec(
         raise UserError(f"--teacher {teacher}: policy not found")
     if teacher is not None and init is not None:
         raise UserError("--teacher and --init-from exclude each other (a distilled student starts afresh)")
+    if teacher is not None and options.critic_warmup:
+        raise UserError("--critic-warmup is for PPO fine-tuning; distillation (--teacher) has no critic")
     ppo = replace(go1_ppo_config(), actor_rnn_type=options.rnn, actor_rnn_hidden_dim=options.rnn_hidden)
     if teacher is not None:
         ppo = replace(ppo, init_noise_std=DISTILL_ACTION_STD)
