@@ -201,3 +201,49 @@ def test_cli_trains_a_recurrent_student(tmp_path: Path) -> None:
     assert spec.ppo.actor_rnn_type == "lstm" and spec.ppo.actor_rnn_hidden_dim == 8
     assert spec.ppo.init_noise_std == go1_jobs.DISTILL_ACTION_STD
     assert spec.teacher == str(TEACHER)
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A privileged teacher started from the shipped policy (its parameter inputs at zero weight)."""
+    out = tmp_path_factory.mktemp("teacher")
+    base = student_spec(1)
+    ppo = replace(go1_ppo_config(), num_steps_per_env=8, save_interval=1, num_mini_batches=2)
+    spec = replace(
+        base,
+        ppo=replace(ppo, actor_obs_groups=("policy", "params")),
+        teacher=None,
+        init_from=str(TEACHER),
+        critic_warmup=1,
+    )
+    Go1Trainer(spec, out, nthread=1).run()
+    return out / "checkpoints" / "latest.pt"
+
+
+def test_a_privileged_teacher_starts_as_the_policy_it_widens(tmp_path: Path) -> None:
+    ppo = replace(go1_ppo_config(), actor_obs_groups=("policy", "params"))
+    spec = Go1TrainSpec(task=Go1TaskConfig(num_envs=8), ppo=ppo, iterations=1, seed=0, init_from=str(TEACHER))
+    t = Go1Trainer(spec, tmp_path, nthread=1)
+    obs = t.vec.get_observations()
+    assert obs["params"].shape == (8, 20)
+    torch.testing.assert_close(
+        obs["params"][:, -1], torch.as_tensor(t.env.randomizer.latency_steps / 200.0).float()
+    )
+    shipped = load_go1_policy(TEACHER)
+    with torch.no_grad():
+        torch.testing.assert_close(t.alg.get_policy()(obs), shipped.act(obs["policy"]))
+    norm = t.alg.get_policy().obs_normalizer  # the new inputs' statistics come from the robots
+    torch.testing.assert_close(norm._mean[0, 135:], obs["params"].mean(dim=0))
+    assert float(norm._std[0, -1]) > 0  # latencies differ between robots
+
+
+def test_a_privileged_teacher_is_distilled_not_deployed(teacher: Path, tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="privileged teacher"):
+        load_go1_policy(teacher)
+    spec = replace(student_spec(1), teacher=str(teacher))
+    t = Go1Trainer(spec, tmp_path, nthread=1)
+    assert t.alg.teacher.obs_dim == 135 + 20 and t.alg.get_policy().obs_dim == 135
+    t.run()
+    assert load_go1_policy(tmp_path / "checkpoints" / "latest.pt").recurrent
+    with pytest.raises(UserError, match="deployable"):
+        go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=TEACHER, privileged_actor=True))

@@ -109,6 +109,12 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "actor and no critic)",
         )
         t.add_argument(
+            "--privileged-actor",
+            action="store_true",
+            help="the actor also reads the randomized parameters: a teacher for --teacher, not deployable "
+            "(with --init-from a deployable policy, the new inputs start at zero weight)",
+        )
+        t.add_argument(
             "--teacher",
             type=Path,
             default=None,
@@ -175,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             rnn_hidden=args.rnn_hidden,
             teacher=args.teacher,
             critic_warmup=args.critic_warmup,
+            privileged_actor=args.privileged_actor,
         )
         trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")

@@ -33,7 +33,8 @@ class RecipeOptions:
     ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`); ``rnn`` / ``rnn_hidden``:
     a recurrent actor (``"gru"`` or ``"lstm"``, hidden width); ``teacher``: distil the actor from
     this policy instead of PPO (exploration noise :data:`DISTILL_ACTION_STD`); ``critic_warmup``:
-    PPO iterations with the actor frozen at the start (see :class:`Go1TrainSpec`)."""
+    PPO iterations with the actor frozen at the start (see :class:`Go1TrainSpec`);
+    ``privileged_actor``: the actor also reads the randomized parameters (a teacher to distil)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -47,6 +48,7 @@ class RecipeOptions:
     rnn_hidden: int = 64
     teacher: Path | None = None
     critic_warmup: int = 0
+    privileged_actor: bool = False
 
 
 DISTILL_ACTION_STD = 0.2
@@ -101,7 +103,11 @@ def train_spec(
         raise UserError("--teacher and --init-from exclude each other (a distilled student starts afresh)")
     if teacher is not None and options.critic_warmup:
         raise UserError("--critic-warmup is for PPO fine-tuning; distillation (--teacher) has no critic")
+    if teacher is not None and options.privileged_actor:
+        raise UserError("--privileged-actor trains a teacher; a student (--teacher) must be deployable")
     ppo = replace(go1_ppo_config(), actor_rnn_type=options.rnn, actor_rnn_hidden_dim=options.rnn_hidden)
+    if options.privileged_actor:
+        ppo = replace(ppo, actor_obs_groups=("policy", "params"))
     if teacher is not None:
         ppo = replace(ppo, init_noise_std=DISTILL_ACTION_STD)
     return Go1TrainSpec(

@@ -44,7 +44,7 @@ from scenefactory.rl.ppo import (
 )
 from scenefactory.tasks.locomotion.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.tasks.locomotion.env import Go1Env, LocoStep
-from scenefactory.tasks.locomotion.observations import FRAME_DIM
+from scenefactory.tasks.locomotion.observations import FRAME_DIM, PARAMS_START
 
 TASK = "go1"
 RAMP_START_LR = 1e-5
@@ -82,10 +82,12 @@ class Go1VecEnv:
         self.last: LocoStep | None = None
 
     def _td(self, actor: torch.Tensor, critic: torch.Tensor) -> TensorDict:
-        return TensorDict({"policy": actor, "critic": critic}, batch_size=[self.num_envs])
+        groups = {"policy": actor, "critic": critic, "params": critic[:, PARAMS_START:]}
+        return TensorDict(groups, batch_size=[self.num_envs])
 
     def get_observations(self) -> TensorDict:
-        """``{"policy": (N, H·45), "critic": (N, 73)}``."""
+        """``{"policy": (N, H·45), "critic": (N, 73), "params": (N, 20)}`` (74 / 21 with joint
+        damping randomization)."""
         return self._td(*self.env.observations())
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
@@ -138,6 +140,28 @@ def _jsonable(x: Any) -> Any:
     return json.loads(json.dumps(x))
 
 
+def _widened(state: dict[str, torch.Tensor], inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """An actor's weights for the inputs ``inputs`` (B, D) when the saved actor read fewer (the
+    leading ones): the new inputs get zero first-layer weights, so the actor acts exactly as before
+    until training uses them, and normalizer statistics from ``inputs`` (the saved count would
+    otherwise freeze them at mean 0, variance 1 — and a 0–20 ms latency would be invisible).
+    ``state`` itself when the widths agree."""
+    mean = state.get("obs_normalizer._mean")
+    old, width = (None if mean is None else int(mean.shape[-1])), int(inputs.shape[-1])
+    if old is None or old >= width:
+        return state
+    new = inputs[:, old:].to(torch.float32)
+    var = new.var(dim=0, unbiased=False, keepdim=True)
+    stats = {"obs_normalizer._mean": new.mean(dim=0, keepdim=True), "obs_normalizer._var": var}
+    stats["obs_normalizer._std"] = var.sqrt()
+    out = dict(state)
+    for key, value in stats.items():
+        out[key] = torch.cat([state[key], value], dim=-1)
+    w = state["mlp.0.weight"]
+    out["mlp.0.weight"] = torch.cat([w, w.new_zeros(w.shape[0], width - old)], dim=1)
+    return out
+
+
 def _checked(teacher: Path, spec: Go1TrainSpec) -> PPOConfig:
     """The teacher's PPO config, after checking it is a Go1 policy reading this task's observations."""
     if spec.init_from is not None:
@@ -186,14 +210,16 @@ class Go1Trainer:
 
     def _init_student(self, path: Path) -> None:
         """The teacher's weights and curriculum; the student starts from the teacher's observation
-        normalization (both read the same ``policy`` group)."""
+        normalization of the ``policy`` group they share."""
         data = load_checkpoint(path)
         try:
             self.alg.load(data, {"teacher": True}, strict=True)
         except (RuntimeError, KeyError) as exc:
             raise CheckpointError(f"{path}: teacher weights do not fit its saved config ({exc})") from exc
         student, teacher = self.alg.get_policy(), self.alg.teacher
-        student.obs_normalizer.load_state_dict(teacher.obs_normalizer.state_dict())
+        width = int(student.obs_dim)  # the ``policy`` group leads both (a teacher may read more)
+        stats = {k: v[..., :width] if v.ndim else v for k, v in teacher.obs_normalizer.state_dict().items()}
+        student.obs_normalizer.load_state_dict(stats)
         self._load_curriculum(data)
 
     def _load_curriculum(self, data: dict[str, Any]) -> None:
@@ -210,23 +236,28 @@ class Go1Trainer:
             raise CheckpointError(
                 f"{path}: actor observations are {data.get('obs_dim')} wide, this task's are {obs_dim}"
             )
+        actor = self.alg.get_policy()
+        obs = self.vec.get_observations()
+        inputs = torch.cat([obs[g] for g in self.spec.ppo.actor_obs_groups], dim=-1)
+        actor_state = _widened(data["actor_state_dict"], inputs)
         critic = data.get("critic_state_dict")
         width = int(self.alg.critic.obs_dim)
         saved_width: int | None = None
         if critic is not None:  # without a normalizer to read it from, the strict load decides
             mean = critic.get("obs_normalizer._mean")
             saved_width = width if mean is None else int(mean.shape[-1])
-        if saved_width is not None and saved_width != width and self.spec.critic_warmup == 0:
+        full = critic is not None and saved_width == width and actor_state is data["actor_state_dict"]
+        if critic is not None and not full and self.spec.critic_warmup == 0:
             raise CheckpointError(
-                f"{path}: its critic reads {saved_width} values, this task's reads {width} (the joint "
-                f"damping/friction scale is privileged when randomized); start a fresh critic with "
-                f"--critic-warmup N"
+                f"{path}: its critic and optimizer cannot be kept (the critic reads {saved_width} values, "
+                f"this task's {width}: the joint damping/friction scale is privileged when randomized; or "
+                f"the actor gained inputs): start a fresh critic with --critic-warmup N"
             )
         try:
-            if saved_width == width:
+            if full:
                 self.alg.load(data, None, strict=True)
-            else:  # a distilled student, or another critic width: the actor only, a fresh critic
-                self.alg.get_policy().load_state_dict(data["actor_state_dict"], strict=True)
+            else:  # a distilled student, another critic or actor width: the actor only, a fresh critic
+                actor.load_state_dict(actor_state, strict=True)
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path}: networks do not fit this run's PPO config ({exc})") from exc
         self._load_curriculum(data)
@@ -411,6 +442,11 @@ def load_go1_policy(path: str | os.PathLike[str]) -> Go1Policy:
         raise CheckpointError(f"{path}: checkpoint is for task '{data.get('task')}', expected '{TASK}'")
     task_cfg = task_config_from_dict(data["task_cfg"])
     ppo_cfg = ppo_config_from_dict(data["ppo_cfg"])
+    if ppo_cfg.actor_obs_groups != ("policy",):
+        raise CheckpointError(
+            f"{path}: a privileged teacher (its actor reads {list(ppo_cfg.actor_obs_groups)}, parameters "
+            f"a robot cannot measure); distil it into a student with 'train go1 --teacher' first"
+        )
     actor = build_actor(int(data["obs_dim"]), ppo_cfg, num_actions=12)
     try:
         actor.load_state_dict(data["actor_state_dict"])

@@ -71,6 +71,10 @@ class PPOConfig:
     (rsl-rl's ``RNNModel``; the actor then carries a hidden state between steps). Used by the Go1
     task, whose evaluation, export and runner reset that state; driving evaluation does not."""
     actor_rnn_hidden_dim: int = 64
+    actor_obs_groups: tuple[str, ...] = ("policy",)
+    """Observation groups the actor reads, concatenated in this order. ``("policy", "params")`` is
+    a privileged Go1 teacher: it also reads the randomized parameters, which a robot cannot measure,
+    so it is distilled (``--teacher``), never exported."""
 
     def __post_init__(self) -> None:
         """Validate values that rsl-rl would otherwise accept and misbehave on."""
@@ -84,6 +88,8 @@ class PPOConfig:
             raise ValueError(f"save_interval must be >= 1, got {self.save_interval}")
         if self.actor_rnn_type not in (None, "gru", "lstm"):
             raise ValueError(f"actor_rnn_type must be None, 'gru' or 'lstm', got '{self.actor_rnn_type}'")
+        if not self.actor_obs_groups or self.actor_obs_groups[0] != "policy":
+            raise ValueError(f"actor_obs_groups must start with 'policy', got {self.actor_obs_groups}")
         if self.actor_rnn_hidden_dim < 1:
             raise ValueError(f"actor_rnn_hidden_dim must be >= 1, got {self.actor_rnn_hidden_dim}")
 
@@ -114,7 +120,7 @@ class PPOConfig:
         return {
             "num_steps_per_env": self.num_steps_per_env,
             "save_interval": self.save_interval,
-            "obs_groups": {"actor": ["policy"], "critic": [self.critic_obs_group]},
+            "obs_groups": {"actor": list(self.actor_obs_groups), "critic": [self.critic_obs_group]},
             "multi_gpu": None,
             "algorithm": {
                 "class_name": "PPO",
@@ -198,7 +204,8 @@ DISTILL_GRADIENT_LENGTH = 8
 def construct_distillation(obs: TensorDict, vec: Any, student: PPOConfig, teacher: PPOConfig) -> Any:
     """rsl-rl's ``Distillation`` (student from ``student``'s actor, teacher from ``teacher``'s).
 
-    Both read the ``policy`` group; the teacher's weights are loaded by the caller. The student's
+    Each reads its config's ``actor_obs_groups`` (a privileged teacher also reads ``params``); the
+    teacher's weights are loaded by the caller. The student's
     sampled actions drive the environment (its ``init_noise_std`` is the exploration), the loss is
     the MSE to the teacher's mean action, ``student.learning_rate`` and ``max_grad_norm`` apply.
     """
@@ -209,7 +216,7 @@ def construct_distillation(obs: TensorDict, vec: Any, student: PPOConfig, teache
         )
     cfg = {
         "num_steps_per_env": student.num_steps_per_env,
-        "obs_groups": {"student": ["policy"], "teacher": ["policy"]},
+        "obs_groups": {"student": list(student.actor_obs_groups), "teacher": list(teacher.actor_obs_groups)},
         "multi_gpu": None,
         "algorithm": {
             "class_name": "Distillation",
@@ -294,8 +301,9 @@ class LoadedPolicy:
 def ppo_config_from_dict(data: dict[str, Any]) -> PPOConfig:
     """Inverse of ``asdict(PPOConfig)``."""
     d = dict(data)
-    for k in ("actor_hidden_dims", "critic_hidden_dims"):
-        d[k] = tuple(d[k])
+    for k in ("actor_hidden_dims", "critic_hidden_dims", "actor_obs_groups"):
+        if k in d:
+            d[k] = tuple(d[k])
     return PPOConfig(**d)
 
 

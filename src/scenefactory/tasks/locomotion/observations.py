@@ -35,6 +35,8 @@ FRAME_LAYOUT = (
     ("last_action", 33, 45),
 )
 """(name, start, stop) of each slice of an actor frame."""
+PARAMS_START = FRAME_DIM + 3 + 1 + 4
+"""Critic observations from this column on are the randomized parameters (the ``params`` group)."""
 PRIVILEGED_DIM = 3 + 1 + 4 + 20
 CRITIC_DIM = FRAME_DIM + PRIVILEGED_DIM
 """The critic's width without joint damping/friction randomization (one more with it)."""
