@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from scenefactory import go1_jobs
+from scenefactory.cli import main
 from scenefactory.deploy.export import DeployPolicy, export_go1
 from scenefactory.deploy.robot import MujocoGo1
 from scenefactory.deploy.runner import OnnxPolicyRunner
@@ -247,3 +248,55 @@ def test_a_privileged_teacher_is_distilled_not_deployed(teacher: Path, tmp_path:
     assert load_go1_policy(tmp_path / "checkpoints" / "latest.pt").recurrent
     with pytest.raises(UserError, match="deployable"):
         go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=TEACHER, privileged_actor=True))
+
+
+def test_a_privileged_teacher_is_evaluated_with_its_worlds_parameters(teacher: Path, tmp_path: Path) -> None:
+    from scenefactory.evaluation import locomotion as ev
+
+    policy = load_go1_policy(teacher, privileged=True)
+    assert policy.params_dim == 20
+    seen: list[torch.Tensor] = []
+
+    class Recording:
+        params_dim = policy.params_dim
+
+        def act(self, obs: torch.Tensor, params: torch.Tensor | None = None) -> torch.Tensor:
+            assert params is not None
+            seen.append(params)
+            return policy.act(obs, params)
+
+        def reset(self, done: torch.Tensor | None = None) -> None:
+            policy.reset(done)
+
+    cfg = replace(ev.quick(ev.EvalConfig(episodes=2, latency_ms=10.0)), commands=((0.0, 0.0, 1.8),))
+    ev.tracking_table(policy.task_cfg, Recording(), cfg)
+    assert seen and all(torch.allclose(p[:, -1], torch.full((2,), 0.010)) for p in seen)  # latency [s]
+    with pytest.raises(ValueError, match=r"reads \(2, 20\) parameters, got None"):
+        policy.act(torch.zeros(2, 135))
+    out = go1_jobs.evaluate(teacher, 1, 0, tmp_path, quick=True)
+    assert "a privileged actor, given its world's 20 parameters" in out["world"]
+
+
+def test_eval_under_a_fixed_latency_and_joint_scale(distilled: Path, tmp_path: Path) -> None:
+    from scenefactory.evaluation import locomotion as ev
+
+    policy = load_go1_policy(distilled / "checkpoints" / "latest.pt")
+    cond = ev.EvalConfig(latency_ms=10.0, joint_scale=1.5)
+    env = ev._eval_env(policy.task_cfg, 3, 1.0, 0, cond)
+    assert (env.randomizer.latency_steps == 2).all()
+    params = env.randomizer.privileged()
+    np.testing.assert_allclose(params[:, -1], 1.5)  # the joint damping/friction scale
+    np.testing.assert_allclose(params[:, 0], 1.0)  # floor friction stays nominal
+    assert env.cfg.noise is None and env.cfg.pushes is None
+    with pytest.raises(ValueError, match=r"latency_ms 7.0: must be a whole number of 5 ms"):
+        ev._eval_env(policy.task_cfg, 3, 1.0, 0, ev.EvalConfig(latency_ms=7.0))
+    with pytest.raises(ValueError, match=r"at most one policy period \(20 ms\)"):
+        ev._eval_env(policy.task_cfg, 3, 1.0, 0, ev.EvalConfig(latency_ms=25.0))
+    with pytest.raises(UserError, match=r"latency_ms 7\.0"):
+        go1_jobs.evaluate(distilled / "checkpoints" / "latest.pt", 1, 0, tmp_path, quick=True, latency_ms=7.0)
+    ckpt = str(distilled / "checkpoints" / "latest.pt")
+    args = ["eval", "go1", "--checkpoint", ckpt, "--episodes", "1", "--quick", "--out", str(tmp_path)]
+    assert main([*args, "--latency-ms", "10", "--joint-scale", "1.5"]) == 0
+    out = json.loads((tmp_path / "metrics.json").read_text())
+    assert "action latency 10 ms and joint damping/friction x1.5" in out["world"]
+    assert out["eval_config"]["latency_ms"] == 10.0 and out["eval_config"]["joint_scale"] == 1.5

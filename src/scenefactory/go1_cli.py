@@ -129,6 +129,18 @@ def add_task_parser(command: str, tasks: Any) -> None:
         if command == "eval":
             t.add_argument("--episodes", type=_positive, default=64, help="episodes per table row")
             t.add_argument("--quick", action="store_true", help="short episodes, a smoke test")
+            t.add_argument(
+                "--latency-ms",
+                type=non_negative_float,
+                default=0.0,
+                help="action latency in every robot [ms], whole 5 ms physics steps up to 20 (default 0)",
+            )
+            t.add_argument(
+                "--joint-scale",
+                type=non_negative_float,
+                default=1.0,
+                help="joint damping and dry friction x this in every robot (default 1)",
+            )
         if command == "render":
             t.add_argument("--seconds", type=float, default=16.0)
 
@@ -189,7 +201,15 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "bench":
         out = jobs.bench(args.envs, args.steps, args.seed, args.out)
     elif args.command == "eval":
-        out = jobs.evaluate(args.checkpoint, args.episodes, args.seed, args.out, quick=args.quick)
+        out = jobs.evaluate(
+            args.checkpoint,
+            args.episodes,
+            args.seed,
+            args.out,
+            quick=args.quick,
+            latency_ms=args.latency_ms,
+            joint_scale=args.joint_scale,
+        )
         out = out["summary"]
     elif args.command == "render":
         out = {"video": str(jobs.render(args.checkpoint, args.seconds, args.seed, args.out))}

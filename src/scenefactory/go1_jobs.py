@@ -157,25 +157,46 @@ def resolve_checkpoint(checkpoint: Path | None) -> Path:
 
 
 def evaluate(
-    checkpoint: Path | None, episodes: int, seed: int, out: Path, quick: bool = False
+    checkpoint: Path | None,
+    episodes: int,
+    seed: int,
+    out: Path,
+    quick: bool = False,
+    latency_ms: float = 0.0,
+    joint_scale: float = 1.0,
 ) -> dict[str, Any]:
-    """Tracking and push-recovery tables of a policy → ``out/metrics.json`` and ``out/report.md``."""
+    """Tracking and push-recovery tables of a policy → ``out/metrics.json`` and ``out/report.md``;
+    on the nominal robot, or with one action latency and joint damping/friction scale everywhere
+    (a privileged teacher is given its world's parameters)."""
     from scenefactory.evaluation import locomotion as ev
 
     path = resolve_checkpoint(checkpoint)
-    policy = load_go1_policy(path)
-    cfg = ev.EvalConfig(episodes=episodes)
+    policy = load_go1_policy(path, privileged=True)
+    try:
+        cfg = ev.EvalConfig(episodes=episodes, latency_ms=latency_ms, joint_scale=joint_scale)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
     if quick:
         cfg = ev.quick(cfg)
+    world = "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions"
+    if not cfg.nominal:
+        world += (
+            f"; action latency {latency_ms:g} ms and joint damping/friction x{joint_scale:g} in every world"
+        )
+    if policy.params_dim:
+        world += f"; a privileged actor, given its world's {policy.params_dim} parameters"
     t0 = time.perf_counter()
-    tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed)
+    try:
+        tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed)
+    except ValueError as exc:
+        raise UserError(f"eval go1: {exc}") from exc
     pushes = ev.push_table(policy.task_cfg, policy, cfg, seed)
     result = {
         "checkpoint": str(path),
         "policy": policy.meta,
         "seed": seed,
         "eval_config": asdict(cfg),
-        "world": "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions",
+        "world": world,
         "tracking": tracking,
         "push_recovery": pushes,
         "summary": ev.summarize_go1(tracking, pushes),

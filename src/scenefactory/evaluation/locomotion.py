@@ -2,6 +2,9 @@
 
 Both run on the nominal robot (no randomization, no sensor noise, no random pushes), with the
 policy's mean action, each command held for the whole episode, every row's episodes in parallel.
+``EvalConfig.latency_ms`` and ``joint_scale`` set one known action latency and joint damping/dry
+friction scale in every world instead (``config.fixed_conditions``); a privileged teacher is given
+the parameters of its world.
 
 Tracking: per episode, the mean over the measuring window (after ``settle_s``) of the planar
 velocity error ``‖v*_xy − v_xy‖`` [m/s] and the yaw-rate error ``|ω*_z − ω_z|`` [rad/s], body
@@ -24,15 +27,20 @@ import numpy as np
 import torch
 
 from scenefactory.evaluation.metrics import mean_interval, wilson_interval
-from scenefactory.tasks.locomotion.config import Go1TaskConfig, nominal
+from scenefactory.tasks.locomotion.config import Go1TaskConfig, fixed_conditions, nominal
 from scenefactory.tasks.locomotion.env import Go1Env
 
 
 class Policy(Protocol):
     """What evaluation needs of a Go1 policy (:class:`~scenefactory.rl.locomotion.Go1Policy`)."""
 
-    def act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Actor observations (N, H·45) → mean actions (N, 12)."""
+    @property
+    def params_dim(self) -> int:
+        """Randomized parameters the actor also reads (a privileged teacher), else 0."""
+        ...
+
+    def act(self, obs: torch.Tensor, params: torch.Tensor | None = None) -> torch.Tensor:
+        """Actor observations (N, H·45) (and parameters (N, ``params_dim``)) → mean actions (N, 12)."""
         ...
 
     def reset(self, done: torch.Tensor | None = None) -> None:
@@ -71,6 +79,22 @@ class EvalConfig:
     recover_s: float = 3.0
     commands: tuple[tuple[float, float, float], ...] = TRACKING_COMMANDS
     push_magnitudes_mps: tuple[float, ...] = PUSH_MAGNITUDES_MPS
+    latency_ms: float = 0.0
+    """Action latency in every world [ms]: whole physics steps, at most one policy period."""
+    joint_scale: float = 1.0
+    """Joint damping and dry friction × this in every world."""
+
+    def __post_init__(self) -> None:
+        """Validate the condition (the latency is checked against the task's rates in the env)."""
+        if not self.latency_ms >= 0 or not self.joint_scale >= 0:
+            raise ValueError(
+                f"latency_ms and joint_scale must be >= 0, got {self.latency_ms} and {self.joint_scale}"
+            )
+
+    @property
+    def nominal(self) -> bool:
+        """Whether this is the nominal robot (no latency, joints as modelled)."""
+        return self.latency_ms == 0.0 and self.joint_scale == 1.0
 
 
 def quick(cfg: EvalConfig) -> EvalConfig:
@@ -80,8 +104,17 @@ def quick(cfg: EvalConfig) -> EvalConfig:
     )
 
 
-def _eval_env(task: Go1TaskConfig, n: int, seconds: float, seed: int) -> Go1Env:
+def _eval_env(task: Go1TaskConfig, n: int, seconds: float, seed: int, cond: EvalConfig) -> Go1Env:
     cfg = replace(nominal(task), num_envs=n, episode_length_s=seconds + 1.0)
+    if not cond.nominal:
+        steps = cond.latency_ms / 1000.0 * cfg.physics_hz
+        if abs(steps - round(steps)) > 1e-6 or round(steps) > cfg.decimation:
+            raise ValueError(
+                f"latency_ms {cond.latency_ms}: must be a whole number of {1000.0 / cfg.physics_hz:g} ms "
+                f"physics steps and at most one policy period ({1000.0 / cfg.policy_hz:g} ms)"
+            )
+        rnd = fixed_conditions(cond.latency_ms / 1000.0, cond.joint_scale)
+        cfg = replace(cfg, randomization=rnd)
     return Go1Env(cfg, seed=seed)
 
 
@@ -97,11 +130,15 @@ def _run(
     vel = np.zeros((steps, env.num_envs, 3))
     yaw = np.zeros((steps, env.num_envs))
     fell_at = np.full(env.num_envs, steps)
+    params = None
+    if policy.params_dim:  # a teacher reads its world's parameters (fixed for the whole run)
+        with_joint = policy.params_dim == env.randomizer.privileged(joint_scale=False).shape[1] + 1
+        params = torch.as_tensor(env.randomizer.privileged(joint_scale=with_joint), dtype=torch.float32)
     policy.reset()
     for t in range(steps):
         if on_step is not None:
             on_step(t)
-        res = env.step(policy.act(obs))
+        res = env.step(policy.act(obs, params))
         policy.reset(res.done)
         obs = res.actor_obs
         vel[t] = res.state.lin_vel_b.numpy()
@@ -117,7 +154,7 @@ def tracking_table(
     """One row per command of ``cfg.commands`` (module docstring)."""
     e, rows = cfg.episodes, []
     cmds = np.repeat(np.array(cfg.commands, dtype=np.float64), e, axis=0)  # (C·E, 3)
-    env = _eval_env(task, len(cmds), cfg.episode_s, seed)
+    env = _eval_env(task, len(cmds), cfg.episode_s, seed, cfg)
     env.hold_commands(cmds)
     steps = round(cfg.episode_s / task.dt)
     first = round(cfg.settle_s / task.dt)
@@ -155,7 +192,7 @@ def push_table(task: Go1TaskConfig, policy: Policy, cfg: EvalConfig, seed: int =
     e = cfg.episodes
     mags = np.repeat(np.array(cfg.push_magnitudes_mps), e)
     n = mags.size
-    env = _eval_env(task, n, cfg.push_at_s + cfg.recover_s, seed)
+    env = _eval_env(task, n, cfg.push_at_s + cfg.recover_s, seed, cfg)
     env.hold_commands(np.tile(np.array(cfg.push_command), (n, 1)))
     rng = np.random.default_rng(seed + 1)
     ang = rng.uniform(-math.pi, math.pi, n)

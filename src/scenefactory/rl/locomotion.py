@@ -411,12 +411,15 @@ class Go1Trainer:
 
 @dataclass(frozen=True)
 class Go1Policy:
-    """A Go1 actor restored from a checkpoint: deterministic actions from actor observations."""
+    """A Go1 actor restored from a checkpoint: deterministic actions from actor observations (and,
+    for a privileged teacher, the randomized parameters)."""
 
     actor: Any
     task_cfg: Go1TaskConfig
     ppo_cfg: PPOConfig
     meta: dict[str, Any]
+    params_dim: int = 0
+    """Randomized parameters the actor reads besides its observations (0: a deployable policy)."""
 
     @property
     def recurrent(self) -> bool:
@@ -424,9 +427,18 @@ class Go1Policy:
         return bool(getattr(self.actor, "is_recurrent", False))
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Mean action (N, 12) for actor observations (N, H·45); a recurrent actor advances its state."""
-        return self.actor(TensorDict({"policy": obs}, batch_size=[obs.shape[0]]))
+    def act(self, obs: torch.Tensor, params: torch.Tensor | None = None) -> torch.Tensor:
+        """Mean action (N, 12) for actor observations (N, H·45) and, for a privileged actor, the
+        parameters (N, ``params_dim``); a recurrent actor advances its state."""
+        groups = {"policy": obs}
+        if self.params_dim:
+            if params is None or params.shape[-1] != self.params_dim:
+                got = None if params is None else tuple(params.shape)
+                raise ValueError(
+                    f"this privileged actor reads ({obs.shape[0]}, {self.params_dim}) parameters, got {got}"
+                )
+            groups["params"] = params
+        return self.actor(TensorDict(groups, batch_size=[obs.shape[0]]))
 
     def reset(self, done: torch.Tensor | None = None) -> None:
         """Zero the hidden state of the robots where ``done`` (N,) is true, or all of it (``None``:
@@ -435,23 +447,36 @@ class Go1Policy:
             self.actor.reset(None if done is None else done.to(torch.float32))
 
 
-def load_go1_policy(path: str | os.PathLike[str]) -> Go1Policy:
-    """Restore the actor of a Go1 checkpoint (a training checkpoint or the shipped policy file)."""
+def _input_width(path: str | os.PathLike[str], state: dict[str, Any]) -> int:
+    """All the values an actor's first layer reads, from its saved weights."""
+    for key in ("obs_normalizer._mean", "mlp.0.weight"):
+        if key in state:
+            return int(state[key].shape[-1])
+    raise CheckpointError(f"{path}: cannot tell the actor's input width (no normalizer or first layer)")
+
+
+def load_go1_policy(path: str | os.PathLike[str], privileged: bool = False) -> Go1Policy:
+    """Restore the actor of a Go1 checkpoint (a training checkpoint or the shipped policy file);
+    a privileged teacher only with ``privileged`` (evaluation: it needs parameters a robot cannot
+    measure, so it is never exported)."""
     data = load_checkpoint(path)
     if data.get("task") != TASK:
         raise CheckpointError(f"{path}: checkpoint is for task '{data.get('task')}', expected '{TASK}'")
     task_cfg = task_config_from_dict(data["task_cfg"])
     ppo_cfg = ppo_config_from_dict(data["ppo_cfg"])
+    obs_dim, params_dim = int(data["obs_dim"]), 0
     if ppo_cfg.actor_obs_groups != ("policy",):
-        raise CheckpointError(
-            f"{path}: a privileged teacher (its actor reads {list(ppo_cfg.actor_obs_groups)}, parameters "
-            f"a robot cannot measure); distil it into a student with 'train go1 --teacher' first"
-        )
-    actor = build_actor(int(data["obs_dim"]), ppo_cfg, num_actions=12)
+        if not privileged:
+            raise CheckpointError(
+                f"{path}: a privileged teacher (its actor reads {list(ppo_cfg.actor_obs_groups)}, parameters "
+                f"a robot cannot measure); distil it into a student with 'train go1 --teacher' first"
+            )
+        params_dim = _input_width(path, data["actor_state_dict"]) - obs_dim
+    actor = build_actor(obs_dim, ppo_cfg, num_actions=12, params_dim=params_dim)
     try:
         actor.load_state_dict(data["actor_state_dict"])
     except RuntimeError as exc:
         raise CheckpointError(f"{path}: actor weights do not fit the saved config ({exc})") from exc
     actor.eval()
     meta: dict[str, Any] = {k: data[k] for k in ("iteration", "env_steps", "seed", "obs_dim") if k in data}
-    return Go1Policy(actor, task_cfg, ppo_cfg, meta)
+    return Go1Policy(actor, task_cfg, ppo_cfg, meta, params_dim)

@@ -179,13 +179,25 @@ class DrivingVecEnv(VecEnv):
 
 
 def build_actor(
-    obs_dim: int, ppo: PPOConfig, device: torch.device | str = "cpu", num_actions: int = 2
+    obs_dim: int,
+    ppo: PPOConfig,
+    device: torch.device | str = "cpu",
+    num_actions: int = 2,
+    params_dim: int = 0,
 ) -> MLPModel:
-    """An rsl-rl actor of the right shape (for loading a checkpoint without a PPO object)."""
-    obs = TensorDict({"policy": torch.zeros(1, obs_dim)}, batch_size=[1])
+    """An rsl-rl actor of the right shape (for loading a checkpoint without a PPO object); a
+    privileged actor (``ppo.actor_obs_groups`` with ``params``) also reads ``params_dim`` values."""
+    groups = list(ppo.actor_obs_groups)
+    widths = {"policy": obs_dim, "params": params_dim}
+    if set(groups) - set(widths) or ("params" in groups) != (params_dim > 0):
+        raise ValueError(
+            f"actor groups {groups} with params_dim {params_dim}: expected params_dim > 0 "
+            f"exactly when the actor reads 'params'"
+        )
+    obs = TensorDict({g: torch.zeros(1, widths[g]) for g in groups}, batch_size=[1])
     kwargs = ppo.actor_cfg()
     cls = RNNModel if kwargs.pop("class_name") == "RNNModel" else MLPModel
-    model = cls(obs, {"actor": ["policy"]}, "actor", num_actions, **kwargs)
+    model = cls(obs, {"actor": groups}, "actor", num_actions, **kwargs)
     return model.to(device)
 
 

@@ -21,8 +21,8 @@ action latency             U(0, 20) ms, whole physics  per episode
                            steps (0–4 at 200 Hz)
 joint damping and dry      × U(lo, hi), one draw per   per episode (off by default: (1, 1); the
 friction                   world for both              README's fine-tuning attempt uses
-                                                       (0.8, 1.8); not in the critic's
-                                                       privileged vector)
+                                                       (0.8, 1.8); in the critic's
+                                                       privileged vector when drawn)
 sensor noise (actor only)  gyro ±0.2 rad/s, gravity    every step (Isaac Lab's values)
                            ±0.05, joint pos ±0.01 rad,
                            joint vel ±1.5 rad/s
@@ -232,6 +232,22 @@ class Go1TaskConfig:
 def nominal(cfg: Go1TaskConfig) -> Go1TaskConfig:
     """``cfg`` without randomization, pushes or sensor noise."""
     return replace(cfg, randomization=None, pushes=None, noise=None)
+
+
+def fixed_conditions(latency_s: float = 0.0, joint_scale: float = 1.0) -> RandomizationConfig:
+    """The nominal robot (floor μ 1.0, nominal masses, motors and gains) with the action latency
+    and the joint damping/friction scale fixed at these values in every world: a "randomization"
+    whose ranges are single points, for evaluating a policy under one known condition."""
+    return RandomizationConfig(
+        floor_friction=(1.0, 1.0),
+        link_mass_scale=(1.0, 1.0),
+        trunk_added_mass_kg=(0.0, 0.0),
+        trunk_com_offset_m=0.0,
+        motor_strength=(1.0, 1.0),
+        pd_gain_scale=(1.0, 1.0),
+        latency_s=(latency_s, latency_s),
+        joint_friction_scale=(joint_scale, joint_scale),
+    )
 
 
 def task_config_to_dict(cfg: Go1TaskConfig) -> dict[str, Any]:

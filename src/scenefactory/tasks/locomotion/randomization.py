@@ -76,10 +76,10 @@ class Randomizer:
             self._dof_frictionloss[rows, dofs] = self._frictionloss0[dofs] * scale
         self.sim.batch.set_const(ids)
 
-    def privileged(self) -> np.ndarray:
+    def privileged(self, joint_scale: bool | None = None) -> np.ndarray:
         """(N, 20) drawn parameters for the critic: μ, Δm, ΔCoM (3), strength (12), Kp, Kd, latency
         [s]; (N, 21) with the joint damping/friction scale last when that is randomized (only then,
-        so that runs without it keep their critic's width and reproduce)."""
+        so that runs without it keep their critic's width and reproduce) or ``joint_scale`` asks."""
         parts = [
             self.friction[:, None],
             self.trunk_added_mass_kg[:, None],
@@ -89,6 +89,8 @@ class Randomizer:
             self.kd_scale[:, None],
             self.latency_steps[:, None] / self.physics_hz,
         ]
-        if self.cfg is not None and self.cfg.joint_friction_scale != (1.0, 1.0):
+        if joint_scale is None:
+            joint_scale = self.cfg is not None and self.cfg.joint_friction_scale != (1.0, 1.0)
+        if joint_scale:
             parts.append(self.joint_friction_scale[:, None])
         return np.concatenate(parts, axis=1)
