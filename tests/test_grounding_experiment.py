@@ -69,9 +69,16 @@ def test_every_method_row_budget_and_gap_are_reported(tiny_run: tuple[Path, dict
     res, report = doc["results"], (out / "report.md").read_text()
     kinds = ["none", "dr", "sysid", "markov", "gat", "history", "oracle"]
     assert list(res["cells"]) == list(xp.KINDS) == kinds
-    for kind, cell in res["cells"].items():  # one table row per kind, the history row in bold
+    for kind, cell in res["cells"].items():  # a row per kind in both tables, the history row in bold
         label = f"**{kind}**" if kind == "history" else kind
-        assert report.count(f"| {label} | {cell['trained_on']} |") == 1, kind
+        assert report.count(f"| {label} | {cell['trained_on']} |") == 2, kind
+    # every policy also drove the held-out scenes on mujoco without the lag and on kinematic
+    assert list(res["other_tiers"]) == ["mujoco", "kinematic"] and "## Every policy on each tier" in report
+    for tier, by_kind in res["other_tiers"].items():
+        assert list(by_kind) == kinds, tier
+        for kind, m in by_kind.items():
+            assert m["episodes"] == res["cells"][kind]["episodes"] and 0.0 <= m["goal_reach_rate"] <= 1.0
+    assert "goal reach on kinematic" in report
     # the flags reached the target and the fits: lag 1, 100 target transitions per fit
     assert doc["config"]["settings"]["action_lag_steps"] == 1 and doc["config"]["settings"]["budget"] == 100
     assert res["target_data"]["action_lag_steps"] == 1 and res["target_data"]["engine"] == "mujoco"

@@ -21,6 +21,9 @@ reaches the car that many steps late, :class:`~scenefactory.engines.wrappers.Lag
    (kind − none) / (oracle − none), with a scene-paired bootstrap 95 % interval
    (:mod:`~scenefactory.experiments.gap`); the history-conditioned method is compared with each
    other one on the same scale.
+6. The same policies also drive those scenes on the mujoco tier without the lag and on the
+   kinematic tier (:data:`OTHER_TIERS`): the cross-simulator matrix's columns for the grounded
+   engines' policies.
 
 Any kind can be given instead of trained: ``--checkpoint KIND=PATH`` (repeatable); a method whose
 policies are all given is not fitted.
@@ -71,6 +74,8 @@ BASE, ORACLE, HIGHLIGHT = "none", "oracle", Method.HISTORY.value
 METHODS = tuple(m.value for m in Method)
 KINDS = (*METHODS, ORACLE)
 KEYS = tuple(OUTCOMES)
+OTHER_TIERS = ("mujoco", "kinematic")
+"""Engines every policy is also evaluated on, without the target's lag."""
 HOLDOUT_FRAC = 0.2
 """Episodes of the target data the fits hold out (``GroundConfig.holdout_frac``)."""
 COLLECT_MARGIN = 2.0
@@ -310,6 +315,25 @@ def _tables(
     ]
 
 
+def _tier_table(
+    cells: Mapping[str, Mapping[str, Any]], other: Mapping[str, Mapping[str, Mapping[str, Any]]], target: str
+) -> str:
+    """Every policy's goal reach on the target and on each other tier, with collisions and off-road."""
+    header = ["policy", "trained on", f"goal reach on {target}"]
+    for tier in other:
+        header += [f"goal reach on {tier}", "collision", "off-road"]
+    rows = []
+    for kind, c in cells.items():
+        row = [f"**{kind}**" if kind == HIGHLIGHT else kind, c["trained_on"], fmt_ci(c, "goal_reach_rate")]
+        for by_kind in other.values():
+            row += [fmt_ci(by_kind[kind], k) for k in KEYS]
+        rows.append(row)
+    return (
+        "## Every policy on each tier\n\nThe same held-out scenes; the other tiers without the "
+        "target's lag.\n\n" + markdown_table(header, rows)
+    )
+
+
 def run(args: ExperimentArgs, settings: GroundingSettings | None = None) -> dict[str, Any]:
     """Run the experiment; writes the report folder and returns ``results.json``'s document.
     ``settings`` replaces the quick/full presets (tests); the flags still apply."""
@@ -348,6 +372,15 @@ def run(args: ExperimentArgs, settings: GroundingSettings | None = None) -> dict
         pooled[kind] = evaluate_pooled(
             ckpts[kind], scenes, ENGINE, args.seed, sizes.eval_worlds, label=kind, action_lag_steps=lag
         )
+    other = {
+        tier: {
+            kind: evaluate_pooled(
+                ckpts[kind], scenes, tier, args.seed, sizes.eval_worlds, label=f"{kind} on {tier}"
+            )
+            for kind in KINDS
+        }
+        for tier in OTHER_TIERS
+    }
     oracle_steps = _oracle_transitions(ckpts[ORACLE]) if not given[ORACLE] else "given checkpoints"
     cells: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
@@ -379,6 +412,7 @@ def run(args: ExperimentArgs, settings: GroundingSettings | None = None) -> dict
     }
     results = {
         "cells": cells,
+        "other_tiers": {tier: {k: p.metrics for k, p in by_kind.items()} for tier, by_kind in other.items()},
         "gap_closed": gaps,
         "history_vs": vs_history,
         "groundings": fits,
@@ -425,12 +459,13 @@ def _write(
     goal_gaps = results["gap_closed"]["goal_reach_rate"]
     lag = st.action_lag_steps
     target = f"{ENGINE} + lag {lag}"
+    other = results["other_tiers"]
     bars = plot_grouped_panels(
         args.out / "outcomes.png",
-        [target],
-        {k: {target: c} for k, c in cells.items()},
+        [target, *other],
+        {k: {target: c, **{tier: other[tier][k] for tier in other}} for k, c in cells.items()},
         KEYS,
-        f"{NAME}: every policy on the target ({target})",
+        f"{NAME}: every policy on the target ({target}) and on each tier without the lag",
     )
     methods = [k for k in KINDS if k not in (BASE, ORACLE)]
     gap_plot = plot_intervals(
@@ -469,7 +504,8 @@ procedural scenes' own road conditions (40 % wet or heavy rain). {collected}. Ea
 method was fitted once (seed {args.seed}) on at most **{st.budget} target transitions** (its whole
 budget; `dr` uses none, `none` is the plain kinematic tier) with the episodes' 20 % held out for the
 prediction errors below; one policy per method and seed trained on its grounded engine, the oracle
-on the target itself. Every policy drives the same {sizes.episodes} held-out scenes on the target.
+on the target itself. Every policy drives the same {sizes.episodes} held-out scenes on the target,
+and on {" and ".join(OTHER_TIERS)} without the lag.
 
 {headline}
 
@@ -485,7 +521,7 @@ on the target data (for `none`: the plain bicycle's).
         NAME,
         "Grounding the kinematic tier: how much of the gap each method closes",
         intro,
-        _tables(cells, fits, g, results["history_vs"]),
+        [*_tables(cells, fits, g, results["history_vs"]), _tier_table(cells, other, target)],
         sizes,
         {k: training_seeds(given[k], args, sizes) for k in KINDS},
         {

@@ -167,7 +167,7 @@ def plot_grouped_panels(
 
     from scenefactory.evaluation.plots import save_png
 
-    colors = ("#1f6fd1", "#e67e22", "#2e9e44", "#8e44ad", "#c0392b", "#17a2b8")
+    colors = ("#1f6fd1", "#e67e22", "#2e9e44", "#8e44ad", "#c0392b", "#17a2b8", "#7f7f7f", "#d4ac0d")
     fig = Figure(figsize=(3.4 * len(keys) + 0.6, 4.0), facecolor="white")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(keys), squeeze=False)[0]
