@@ -204,6 +204,7 @@ def test_cli_eval_export_deploy_and_errors(
     assert [r["sim2sim"] for r in sweep["10"]] == [r["sim2sim"] for r in dec["actuator delay"]]
     text = (tmp_path / "dep" / "report.md").read_text()
     assert "| actuator delay |" in text and "| 0 ms |" in text and "| 20 ms |" in text
+    assert ("Verdict: passed" if report["summary"]["passed"] else "Verdict: FAILED at (") in text
     assert main(["eval", "go1", "--checkpoint", str(tmp_path / "nope.pt"), "--out", str(tmp_path / "e")]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
     assert main(["deploy", "go1", "--policy", str(tmp_path / "missing"), "--out", str(tmp_path / "d")]) == 2
@@ -269,7 +270,7 @@ def test_sim2sim_verdict_ratio_or_floor(monkeypatch: pytest.MonkeyPatch) -> None
     res = check.sim2sim(None, commands=[(1.0, 0.0, 0.0)] * 4)  # type: ignore[arg-type]
     # within 1.5x; 1.75x and 0.03 above; 4x of almost nothing (0.003 above); within 1.5x but a fall
     assert [c["passed"] for c in res["comparison"]] == [True, False, True, False]
-    assert not res["summary"]["passed"]
+    assert not res["summary"]["passed"] and res["summary"]["failed_commands"] == [cmd, cmd]
 
 
 def test_single_changes_apply_one_difference_of_the_target_each() -> None:

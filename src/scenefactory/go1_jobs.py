@@ -331,7 +331,11 @@ def deploy_report(result: dict[str, Any]) -> str:
             f"| {'yes' if c['passed'] else 'NO'} |"
         )
     s = result["summary"]
-    lines += ["", f"Verdict: {'passed' if s['passed'] else 'FAILED'} (max ratio {s['max_ratio']:.2f}).", ""]
+    failed = ", ".join(
+        f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in s.get("failed_commands", [])
+    )
+    verdict = "passed" if s["passed"] else f"FAILED at {failed}"
+    lines += ["", f"Verdict: {verdict} (max ratio {s['max_ratio']:.2f}, floor-passed commands included).", ""]
     lines += [
         "Yaw-rate bias (mean signed error, rad/s) on the training sim / sim-to-sim: "
         + ", ".join(

@@ -121,6 +121,7 @@ def sim2sim(
         "summary": {
             "passed": all(c["passed"] for c in comparison),
             "max_ratio": max(c["ratio"] for c in comparison),
+            "failed_commands": [c["command"] for c in comparison if not c["passed"]],
             "sim2sim_falls": sum(c["sim2sim_falls"] for c in comparison),
             "episodes_per_command": episodes,
         },
