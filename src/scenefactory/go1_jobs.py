@@ -174,8 +174,9 @@ def evaluate(
     policy = load_go1_policy(path, privileged=True)
     try:
         cfg = ev.EvalConfig(episodes=episodes, latency_ms=latency_ms, joint_scale=joint_scale)
+        ev.condition(policy.task_cfg, cfg)
     except ValueError as exc:
-        raise UserError(str(exc)) from exc
+        raise UserError(f"eval go1: {exc}") from exc
     if quick:
         cfg = ev.quick(cfg)
     world = "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions"
@@ -186,10 +187,7 @@ def evaluate(
     if policy.params_dim:
         world += f"; a privileged actor, given its world's {policy.params_dim} parameters"
     t0 = time.perf_counter()
-    try:
-        tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed)
-    except ValueError as exc:
-        raise UserError(f"eval go1: {exc}") from exc
+    tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed)
     pushes = ev.push_table(policy.task_cfg, policy, cfg, seed)
     result = {
         "checkpoint": str(path),
@@ -332,7 +330,7 @@ def deploy_report(result: dict[str, Any]) -> str:
         )
     s = result["summary"]
     failed = ", ".join(
-        f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in s.get("failed_commands", [])
+        f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in s["failed_commands"]
     )
     verdict = "passed" if s["passed"] else f"FAILED at {failed}"
     lines += ["", f"Verdict: {verdict} (max ratio {s['max_ratio']:.2f}, floor-passed commands included).", ""]

@@ -27,7 +27,12 @@ import numpy as np
 import torch
 
 from scenefactory.evaluation.metrics import mean_interval, wilson_interval
-from scenefactory.tasks.locomotion.config import Go1TaskConfig, fixed_conditions, nominal
+from scenefactory.tasks.locomotion.config import (
+    Go1TaskConfig,
+    RandomizationConfig,
+    fixed_conditions,
+    nominal,
+)
 from scenefactory.tasks.locomotion.env import Go1Env
 
 
@@ -104,18 +109,23 @@ def quick(cfg: EvalConfig) -> EvalConfig:
     )
 
 
+def condition(task: Go1TaskConfig, cond: EvalConfig) -> RandomizationConfig | None:
+    """The fixed condition of ``cond`` for ``task``'s robots (``None``: the nominal robot); a
+    ValueError names a latency that is not a whole number of physics steps within one policy period."""
+    if cond.nominal:
+        return None
+    steps = cond.latency_ms / 1000.0 * task.physics_hz
+    if abs(steps - round(steps)) > 1e-6 or round(steps) > task.decimation:
+        raise ValueError(
+            f"latency_ms {cond.latency_ms}: must be a whole number of {1000.0 / task.physics_hz:g} ms "
+            f"physics steps and at most one policy period ({1000.0 / task.policy_hz:g} ms)"
+        )
+    return fixed_conditions(cond.latency_ms / 1000.0, cond.joint_scale)
+
+
 def _eval_env(task: Go1TaskConfig, n: int, seconds: float, seed: int, cond: EvalConfig) -> Go1Env:
     cfg = replace(nominal(task), num_envs=n, episode_length_s=seconds + 1.0)
-    if not cond.nominal:
-        steps = cond.latency_ms / 1000.0 * cfg.physics_hz
-        if abs(steps - round(steps)) > 1e-6 or round(steps) > cfg.decimation:
-            raise ValueError(
-                f"latency_ms {cond.latency_ms}: must be a whole number of {1000.0 / cfg.physics_hz:g} ms "
-                f"physics steps and at most one policy period ({1000.0 / cfg.policy_hz:g} ms)"
-            )
-        rnd = fixed_conditions(cond.latency_ms / 1000.0, cond.joint_scale)
-        cfg = replace(cfg, randomization=rnd)
-    return Go1Env(cfg, seed=seed)
+    return Go1Env(replace(cfg, randomization=condition(task, cond)), seed=seed)
 
 
 def _run(
