@@ -300,3 +300,20 @@ def test_eval_under_a_fixed_latency_and_joint_scale(distilled: Path, tmp_path: P
     out = json.loads((tmp_path / "metrics.json").read_text())
     assert "action latency 10 ms and joint damping/friction x1.5" in out["world"]
     assert out["eval_config"]["latency_ms"] == 10.0 and out["eval_config"]["joint_scale"] == 1.5
+
+
+def test_a_recurrent_policy_widens_its_recurrent_layer(distilled: Path, tmp_path: Path) -> None:
+    ckpt = distilled / "checkpoints" / "latest.pt"
+    base = student_spec(1)
+    spec = replace(
+        base,
+        ppo=replace(base.ppo, actor_obs_groups=("policy", "params")),
+        teacher=None,
+        init_from=str(ckpt),
+        critic_warmup=1,
+    )
+    t = Go1Trainer(spec, tmp_path, nthread=1)
+    obs = t.vec.get_observations()
+    student = load_go1_policy(ckpt)
+    with torch.no_grad():  # the new inputs start at zero weight in the GRU's input layer
+        torch.testing.assert_close(t.alg.get_policy()(obs), student.act(obs["policy"]))

@@ -140,6 +140,15 @@ def _jsonable(x: Any) -> Any:
     return json.loads(json.dumps(x))
 
 
+def _first_layer(state: dict[str, Any]) -> str | None:
+    """The key of the weight (out, inputs) that reads an actor's inputs: its recurrent layer's
+    input weight, else its MLP's first layer."""
+    for key in ("rnn.rnn.weight_ih_l0", "mlp.0.weight"):
+        if key in state:
+            return key
+    return None
+
+
 def _widened(state: dict[str, torch.Tensor], inputs: torch.Tensor) -> dict[str, torch.Tensor]:
     """An actor's weights for the inputs ``inputs`` (B, D) when the saved actor read fewer (the
     leading ones): the new inputs get zero first-layer weights, so the actor acts exactly as before
@@ -157,8 +166,11 @@ def _widened(state: dict[str, torch.Tensor], inputs: torch.Tensor) -> dict[str, 
     out = dict(state)
     for key, value in stats.items():
         out[key] = torch.cat([state[key], value], dim=-1)
-    w = state["mlp.0.weight"]
-    out["mlp.0.weight"] = torch.cat([w, w.new_zeros(w.shape[0], width - old)], dim=1)
+    first = _first_layer(state)
+    if first is None:
+        raise CheckpointError("the saved actor has no first layer to widen")
+    w = state[first]
+    out[first] = torch.cat([w, w.new_zeros(w.shape[0], width - old)], dim=1)
     return out
 
 
@@ -449,7 +461,7 @@ class Go1Policy:
 
 def _input_width(path: str | os.PathLike[str], state: dict[str, Any]) -> int:
     """All the values an actor's first layer reads, from its saved weights."""
-    for key in ("obs_normalizer._mean", "mlp.0.weight"):
+    for key in ("obs_normalizer._mean", _first_layer(state) or ""):
         if key in state:
             return int(state[key].shape[-1])
     raise CheckpointError(f"{path}: cannot tell the actor's input width (no normalizer or first layer)")
