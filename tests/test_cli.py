@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from scenefactory.cli import main
+from scenefactory.errors import CheckpointError
 from scenefactory.io import atomic_write_bytes
-from scenefactory.rl.ppo import load_checkpoint, load_policy
+from scenefactory.rl.ppo import PPOConfig, TrainSpec, load_checkpoint, load_policy
+from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 TINY = ["--worlds", "4", "--agents", "2", "--train-scenes", "3", "--seed", "3"]
 METRIC_KEYS = (
@@ -153,6 +155,19 @@ def test_incompatible_checkpoint_task_is_refused(trained: Path, tmp_path: Path) 
     path = tmp_path / "go1.pt"
     torch.save(data, path)
     with pytest.raises(Exception, match="task 'go1', expected 'drive'"):
+        load_policy(path)
+
+
+def test_recurrent_driving_actors_are_refused(trained: Path, tmp_path: Path) -> None:
+    """Driving rollouts keep no hidden state, so a recurrent driving actor is an error, not a
+    policy that silently carries its memory across episode resets."""
+    with pytest.raises(ValueError, match=r"ppo\.actor_rnn_type must be None for driving, got 'gru'"):
+        TrainSpec(task=DrivingTaskConfig(), ppo=PPOConfig(actor_rnn_type="gru"))
+    data = load_checkpoint(trained / "checkpoints" / "latest.pt")
+    data["ppo_cfg"] = {**data["ppo_cfg"], "actor_rnn_type": "gru"}
+    path = tmp_path / "gru.pt"
+    torch.save(data, path)
+    with pytest.raises(CheckpointError, match=r"gru\.pt: a recurrent \(gru\) driving actor"):
         load_policy(path)
 
 

@@ -332,6 +332,11 @@ def load_policy(path: str | os.PathLike[str], task: str = "drive") -> LoadedPoli
         raise CheckpointError(f"{path}: checkpoint is for task '{data.get('task')}', expected '{task}'")
     task_cfg = task_config_from_dict(data["task_cfg"])
     ppo_cfg = ppo_config_from_dict(data["ppo_cfg"])
+    if task == "drive" and ppo_cfg.actor_rnn_type is not None:
+        raise CheckpointError(
+            f"{path}: a recurrent ({ppo_cfg.actor_rnn_type}) driving actor; driving evaluation keeps "
+            "no hidden state between steps, expected an MLP actor"
+        )
     actor = build_actor(int(data["obs_dim"]), ppo_cfg)
     try:
         actor.load_state_dict(data["actor_state_dict"])
@@ -363,6 +368,14 @@ class TrainSpec:
     seed: int = 0
     num_train_scenes: int = 120
     scene_source: str = "procedural"
+
+    def __post_init__(self) -> None:
+        if self.ppo.actor_rnn_type is not None:
+            raise ValueError(
+                f"ppo.actor_rnn_type must be None for driving, got '{self.ppo.actor_rnn_type}': the "
+                "driving rollouts and evaluation keep no hidden state between steps (recurrent "
+                "actors are for the Go1 task)"
+            )
 
 
 def spec_to_dict(spec: TrainSpec) -> dict[str, Any]:
