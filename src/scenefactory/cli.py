@@ -175,6 +175,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     x.add_argument("--out", type=Path, required=True)
 
+    sl = sub.add_parser(
+        "seed-level", help="an experiment report's figures with the training seed as the unit"
+    )
+    sl.add_argument("folder", type=Path, metavar="DIR", help="an experiment's report folder (results.json)")
+    sl.add_argument(
+        "--compare",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("A", "B"),
+        help="cells of results.json to compare, A − B (repeatable)",
+    )
+    sl.add_argument(
+        "--paired", action="store_true", help="pair the cells' policies by training seed (same policies)"
+    )
+
     for name, helptext in (
         ("train", "train a policy with PPO"),
         ("eval", "evaluate a checkpoint → metrics.json"),
@@ -370,6 +386,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         run_experiment(args.name, xargs)
         print(f"report: {args.out / 'report.md'}")
+    elif args.command == "seed-level":
+        from scenefactory.experiments.seed_level import write_seed_level
+
+        write_seed_level(args.folder, [tuple(c) for c in args.compare], args.paired)
+        print(f"seed-level: {args.folder / 'seed_level.md'}")
     elif args.command == "validate":
         result = drive.validate(args.surface, args.physics_hz, args.out)
         print(
