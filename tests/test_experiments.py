@@ -142,6 +142,42 @@ def test_friction_change_end_to_end(tmp_path: Path, tiny_policies: dict[str, Pat
     assert all(math.isfinite(x) for x in _finite_numbers(doc["results"]["effects"]))
     assert doc["seeds"] == {"kinematic": "given checkpoints", "mujoco": "given checkpoints"}
     assert "sizes: train_worlds" in report and "seeds 3" not in report  # no seed was trained here
+    assert "## Seed level" not in report and "seed_level" not in doc  # one policy per kind
+
+
+def test_reports_with_several_policies_of_a_kind_have_seed_level_intervals(
+    tmp_path: Path, tiny_policies: dict[str, Path]
+) -> None:
+    """Two kinematic policies: the report gains the seed-level section, paired over the policies
+    (each drives both roads); the mujoco tier, with one policy, has no interval."""
+    out = tmp_path / "fc2"
+    a, u = str(tiny_policies["aware"]), str(tiny_policies["unaware"])
+    argv = [
+        "experiment",
+        "friction-change",
+        "--checkpoint",
+        f"kinematic={a}",
+        "--checkpoint",
+        f"kinematic={u}",
+    ]
+    assert main([*argv, "--checkpoint", f"mujoco={a}", "--episodes", "2", "--out", str(out)]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    seed = doc["seed_level"]
+    kin = seed["cells"]["kinematic|dry (no change)"]["goal_reach_rate"]
+    assert len(kin["per_seed"]) == 2 and kin["ci95"][0] <= kin["mean"] <= kin["ci95"][1]
+    assert "ci95" not in seed["cells"]["mujoco|dry (no change)"]["goal_reach_rate"]
+    [diff] = seed["comparisons"]  # the mujoco pair has one policy a side and is left out
+    assert diff["a"] == "kinematic|dry → ice at 3 s" and diff["paired"]
+    per = [
+        seed["cells"][f"kinematic|{c}"]["goal_reach_rate"]["per_seed"]
+        for c in ("dry → ice at 3 s", "dry (no change)")
+    ]
+    assert diff["goal_reach_rate"]["diff"] == pytest.approx(sum(x - y for x, y in zip(*per, strict=True)) / 2)
+    report = (out / "report.md").read_text()
+    assert (
+        "## Seed level" in report
+        and "| kinematic\\|dry → ice at 3 s − kinematic\\|dry (no change) | paired t |" in report
+    )
 
 
 def test_wet_road_end_to_end(tmp_path: Path, tiny_policies: dict[str, Path]) -> None:

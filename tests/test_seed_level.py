@@ -39,6 +39,15 @@ def test_paired_differences_are_tighter_when_seeds_move_together() -> None:
     assert paired["ci95"][0] > 0 > unpaired["ci95"][0]
 
 
+def test_rate_intervals_are_clipped_to_0_1(tmp_path: Path) -> None:
+    from scenefactory.experiments.seed_level import seed_level
+
+    per = [{"goal_reach_rate": g, "collision_rate": c} for g, c in ((1.0, 0.0), (0.9, 0.1))]
+    out = seed_level({"results": {"cells": {"k": {"per_policy": per}}}})["cells"]["k"]
+    assert out["goal_reach_rate"]["ci95"][1] == 1.0 and out["collision_rate"]["ci95"][0] == 0.0
+    assert out["goal_reach_rate"]["ci95"][0] < 0.9  # the other end is the t interval's
+
+
 def _report(folder: Path) -> Path:
     def policy(seed: int, goal: float, drac: float) -> dict[str, float | int]:
         return {"trained_seed": seed, "goal_reach_rate": goal, "mean_peak_drac_mps2": drac}
@@ -48,6 +57,7 @@ def _report(folder: Path) -> Path:
         # seeds listed in another order: pairing goes by trained_seed, not by position
         "unaware|wet": {"per_policy": [policy(2, 0.8, 15.0), policy(0, 0.7, 13.0), policy(1, 0.9, 14.0)]},
         "single|wet": {"per_policy": [policy(5, 0.5, 1.0)]},
+        "other|wet": {"per_policy": [policy(3, 0.5, 1.0), policy(4, 0.6, 2.0)]},
     }
     folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps({"experiment": "wet-road", "results": {"cells": cells}}))
@@ -63,6 +73,10 @@ def test_cli_writes_seed_level_tables_and_pairs_by_seed(tmp_path: Path) -> None:
     aware = doc["cells"]["aware|wet"]
     assert aware["seeds"] == [0, 1, 2] and aware["goal_reach_rate"]["per_seed"] == [0.8, 0.9, 0.85]
     assert "ci95" not in doc["cells"]["single|wet"]["goal_reach_rate"]  # one seed: no interval
+    goal = doc["cells"]["unaware|wet"]["goal_reach_rate"]  # 0.8 / 0.7 / 0.9: 0.8 ± 0.248, clipped at 1
+    assert goal["ci95"] == pytest.approx([0.8 - T975_DF2 * 0.1 / math.sqrt(3), 1.0])
+    drac = doc["cells"]["aware|wet"]["mean_peak_drac_mps2"]
+    assert drac["ci95"][0] == pytest.approx(11.0 - T975_DF2 / math.sqrt(3))  # not a rate: not clipped
     welch = doc["comparisons"][0]["mean_peak_drac_mps2"]
     assert welch["test"] == "welch" and welch["diff"] == pytest.approx(-3.0)
     md = (folder / "seed_level.md").read_text()
@@ -83,10 +97,12 @@ def test_bad_input_names_the_file_or_cell(tmp_path: Path, capsys: pytest.Capture
 
     assert "results.json: not found (expected an experiment's report folder)" in error(str(tmp_path))
     folder = _report(tmp_path / "xp")
-    assert "no cell 'nope|wet'; expected one of aware|wet, unaware|wet, single|wet" in error(
+    assert "no cell 'nope|wet'; expected one of aware|wet, unaware|wet, single|wet, other|wet" in error(
         str(folder), "--compare", "aware|wet", "nope|wet"
     )
-    err = error(str(folder), "--paired", "--compare", "aware|wet", "single|wet")
-    assert "different training seeds ([0, 1, 2] vs [5])" in err
+    err = error(str(folder), "--compare", "aware|wet", "single|wet")
+    assert "cell 'single|wet' has 1 policy; a seed-level difference needs 2 or more per side" in err
+    err = error(str(folder), "--paired", "--compare", "aware|wet", "other|wet")
+    assert "different training seeds ([0, 1, 2] vs [3, 4])" in err
     (folder / "results.json").write_text("{broken")
     assert "results.json: not valid JSON" in error(str(folder))

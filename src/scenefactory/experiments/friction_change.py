@@ -176,6 +176,8 @@ the new value from then on). Agent-episodes still driving at the change: {exposu
         {"cells": cells, "effects": effects},
         [plot],
         time.perf_counter() - t0,
+        seed_compare=[(f"{t}|{CHANGE}", f"{t}|{NO_CHANGE}") for t in TIERS],
+        seed_paired=True,
     )
 
 

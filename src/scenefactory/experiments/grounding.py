@@ -535,6 +535,8 @@ on the target data (for `none`: the plain bicycle's).
         results,
         [bars, gap_plot],
         time.perf_counter() - t0,
+        seed_compare=[(k, BASE) for k in KINDS if k != BASE]
+        + [(HIGHLIGHT, k) for k in KINDS if k not in (HIGHLIGHT, BASE)],
     )
 
 

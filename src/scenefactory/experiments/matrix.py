@@ -476,6 +476,7 @@ interval.{caveat} Grounded engines (the bicycle plus a fitted correction) are no
         results,
         [bars, scatter],
         time.perf_counter() - t0,
+        seed_compare=[(f"{k}->{ORACLE}", f"{BASE}->{ORACLE}") for k in KINDS if k != BASE],
     )
 
 

@@ -86,8 +86,22 @@ def write_report(
     results: Mapping[str, Any],
     plots: Sequence[Path],
     wall_s: float,
+    seed_compare: Sequence[tuple[str, str]] = (),
+    seed_paired: bool = False,
 ) -> dict[str, Any]:
-    """Write ``report.md`` and ``results.json`` into ``args.out``; returns the results document."""
+    """Write ``report.md`` and ``results.json`` into ``args.out``; returns the results document.
+
+    When a cell of ``results['cells']`` pools two or more policies, the report gains a seed-level
+    section (:mod:`~scenefactory.experiments.seed_level`: the training seed as the unit) with the
+    differences A − B of ``seed_compare`` (paired by seed with ``seed_paired``), also in
+    ``results.json`` under ``seed_level``."""
+    from scenefactory.experiments.seed_level import (
+        EXPLAINED,
+        cells_markdown,
+        differences_markdown,
+        seed_level,
+    )
+
     doc = {
         "experiment": name,
         "command": args.command or f"scenefactory experiment {name} --out {args.out}",
@@ -105,6 +119,16 @@ def write_report(
             "platform": platform.platform(),
         },
     }
+    seed_section = ""
+    if "cells" in results:
+        summary = seed_level(doc, seed_compare, seed_paired, strict=False)
+        if any(len(c["seeds"]) > 1 for c in summary["cells"].values()):
+            doc["seed_level"] = summary
+            diffs = differences_markdown(summary)
+            seed_section = (
+                f"## Seed level\n\n{EXPLAINED} The pooled intervals above treat every agent-episode as "
+                "independent; these do not.\n\n" + (f"{diffs}\n" if diffs else "") + cells_markdown(summary)
+            )
     write_json(args.out / "results.json", doc)
     shown_sizes = asdict(sizes) if sizes is not None else {}
     if seeds and all(isinstance(v, str) for v in seeds.values()):
@@ -135,6 +159,8 @@ training). Training seeds:
 
 {chr(10).join(s.strip() + chr(10) for s in sections)}
 {images}
+
+{seed_section}
 
 Rates are over agent-episodes with Wilson 95 % intervals; means carry normal 95 % intervals;
 differences carry normal (Wald / Welch) 95 % intervals. Several policies of one kind are pooled

@@ -9,8 +9,10 @@ policy) and gives, per cell and metric, the per-seed values with their mean and 
 interval over seeds (n − 1 degrees of freedom); and for pairs of cells, the difference of the seed
 means with a Welch 95 % interval (unpaired: seeds of two kinds are independent training runs) or,
 with ``paired``, a paired-t interval over the per-seed differences (the same policies under two
-conditions, matched by training seed). With three seeds these intervals are wide; that is the
-point of reporting them beside the pooled ones.
+conditions, matched by training seed, or in order where both cells list the same seeds in the same
+order). With three seeds these intervals are wide; that is the point of reporting them beside the
+pooled ones. Every experiment report with two or more policies of a kind has these tables too
+(:func:`~scenefactory.experiments.report.write_report`).
 
 ``scenefactory seed-level DIR [--compare A B]... [--paired]`` writes ``DIR/seed_level.json`` and
 ``DIR/seed_level.md`` (both atomically).
@@ -76,47 +78,78 @@ def _seeds(cell_name: str, cell: Mapping[str, Any]) -> tuple[list[Any], list[Map
 
 
 def seed_level(
-    results: Mapping[str, Any], compare: Sequence[tuple[str, str]] = (), paired: bool = False
+    results: Mapping[str, Any],
+    compare: Sequence[tuple[str, str]] = (),
+    paired: bool = False,
+    strict: bool = True,
 ) -> dict[str, Any]:
     """Seed-level summary of a ``results.json`` document (see the module docstring).
 
     ``compare``: pairs of cell names (keys of ``results['results']['cells']``); each gives A − B per
-    metric that both cells have. Cells with one policy are listed without an interval."""
+    metric that both cells have. Cells with one policy are listed without an interval. ``strict``:
+    a cell without per-policy figures, a pair with fewer than 2 seeds on a side, or (``paired``) a
+    pair whose seeds differ is an error; otherwise it is left out (how reports use it)."""
     try:
         cells = results["results"]["cells"]
     except (KeyError, TypeError):
         raise UserError("results.json has no results.cells (not an experiment report?)") from None
     out_cells: dict[str, Any] = {}
     for name, cell in cells.items():
-        seeds, per = _seeds(name, cell)
+        try:
+            seeds, per = _seeds(name, cell)
+        except UserError:
+            if strict:
+                raise
+            continue
         row: dict[str, Any] = {"seeds": seeds}
         for metric in METRICS:
             values = [v for p in per if isinstance(v := p.get(metric), int | float) and math.isfinite(v)]
             if len(values) < len(per):
                 continue
-            row[metric] = {"per_seed": values, **(t_interval(values) if len(values) > 1 else {})}
+            summary = t_interval(values) if len(values) > 1 else {}
+            if summary and metric.endswith("_rate"):  # a rate's interval stays within [0, 1]
+                summary["ci95"] = [max(0.0, summary["ci95"][0]), min(1.0, summary["ci95"][1])]
+            row[metric] = {"per_seed": values, **summary}
         out_cells[name] = row
     comparisons = []
     for a, b in compare:
         for name in (a, b):
             if name not in cells:
                 raise UserError(f"--compare: no cell '{name}'; expected one of {', '.join(cells)}")
+        problem = _unusable(a, b, out_cells, paired)
+        if problem is not None:
+            if strict:
+                raise UserError(problem)
+            continue
         sa, sb = out_cells[a]["seeds"], out_cells[b]["seeds"]
-        if paired and sorted(sa) != sorted(sb):
-            raise UserError(f"--paired: cells '{a}' and '{b}' have different training seeds ({sa} vs {sb})")
         entry: dict[str, Any] = {"a": a, "b": b, "paired": paired}
         for metric in METRICS:
             if metric not in out_cells[a] or metric not in out_cells[b]:
                 continue
             va, vb = out_cells[a][metric]["per_seed"], out_cells[b][metric]["per_seed"]
             if paired:
-                order = {s: i for i, s in enumerate(sb)}
-                vb = [vb[order[s]] for s in sa]
+                if sa != sb:  # same seeds in another order: match them
+                    order = {s: i for i, s in enumerate(sb)}
+                    vb = [vb[order[s]] for s in sa]
                 entry[metric] = paired_difference(va, vb)
             else:
                 entry[metric] = welch_difference(va, vb)
         comparisons.append(entry)
     return {"cells": out_cells, "comparisons": comparisons}
+
+
+def _unusable(a: str, b: str, cells: Mapping[str, Any], paired: bool) -> str | None:
+    """Why cells ``a`` and ``b`` cannot be compared at the seed level, or ``None``."""
+    for name in (a, b):
+        if name not in cells:
+            return f"cell '{name}' has no per_policy figures (one entry per trained policy)"
+        if len(cells[name]["seeds"]) < 2:
+            n = len(cells[name]["seeds"])
+            return f"cell '{name}' has {n} policy; a seed-level difference needs 2 or more per side"
+    sa, sb = cells[a]["seeds"], cells[b]["seeds"]
+    if paired and sa != sb and (sorted(sa) != sorted(sb) or len(set(sa)) < len(sa)):
+        return f"--paired: cells '{a}' and '{b}' have different training seeds ({sa} vs {sb})"
+    return None
 
 
 def _fmt(x: float, ci: Sequence[float], digits: int) -> str:
@@ -132,17 +165,10 @@ def _digits(metric: str) -> int:
     return 2 if metric == "mean_peak_drac_mps2" else 3
 
 
-def to_markdown(summary: Mapping[str, Any], source: Path) -> str:
-    """The seed-level tables of :func:`seed_level` as markdown."""
-    lines = [
-        "# Seed-level statistics",
-        "",
-        f"From `{source}`. The unit is the training seed: per cell, each policy's figure, their mean and a "
-        "Student-t 95 % interval over seeds (n − 1 df). Differences: Welch 95 % intervals over seed "
-        "means (paired t over per-seed differences with `--paired`).",
-        "",
-    ]
-    for metric in METRICS:
+def cells_markdown(summary: Mapping[str, Any], metrics: Sequence[str] = METRICS) -> str:
+    """One table per metric: each cell's per-seed figures and their mean [95 % CI]."""
+    parts = []
+    for metric in metrics:
         rows = [
             [
                 _cell(name),
@@ -155,19 +181,36 @@ def to_markdown(summary: Mapping[str, Any], source: Path) -> str:
             if metric in row
         ]
         if rows:
-            lines += [
-                f"## {METRIC_LABELS[metric]}",
-                "",
-                markdown_table(["cell", "per seed", "mean [95 % CI]"], rows),
-            ]
+            parts.append(
+                f"### {METRIC_LABELS[metric]}\n\n"
+                + markdown_table(["cell", "per seed", "mean [95 % CI]"], rows)
+            )
+    return "\n".join(parts)
+
+
+def differences_markdown(summary: Mapping[str, Any]) -> str:
+    """The compared pairs, A − B per metric with its seed-level 95 % interval."""
+    header = ["A − B", "test", *(METRIC_LABELS[m] for m in METRICS)]
+    rows = []
+    for c in summary["comparisons"]:
+        cols = [fmt_diff(c[m], _digits(m)) if m in c else "n/a" for m in METRICS]
+        rows.append([f"{_cell(c['a'])} − {_cell(c['b'])}", "paired t" if c["paired"] else "Welch", *cols])
+    return markdown_table(header, rows) if rows else ""
+
+
+EXPLAINED = (
+    "The unit is the training seed: per cell, each policy's figure, their mean and a Student-t 95 % "
+    "interval over seeds (n − 1 df; a rate's clipped to [0, 1]). Differences: Welch 95 % intervals "
+    "over seed means, or paired t over per-seed differences for the same policies under two conditions."
+)
+
+
+def to_markdown(summary: Mapping[str, Any], source: Path) -> str:
+    """The seed-level tables of :func:`seed_level` as a markdown document."""
+    lines = ["# Seed-level statistics", "", f"From `{source}`. {EXPLAINED}", ""]
     if summary["comparisons"]:
-        lines += ["## Differences", ""]
-        header = ["A − B", "test", *(METRIC_LABELS[m] for m in METRICS)]
-        rows = []
-        for c in summary["comparisons"]:
-            cols = [fmt_diff(c[m], _digits(m)) if m in c else "n/a" for m in METRICS]
-            rows.append([f"{_cell(c['a'])} − {_cell(c['b'])}", "paired t" if c["paired"] else "Welch", *cols])
-        lines.append(markdown_table(header, rows))
+        lines += ["## Differences", "", differences_markdown(summary)]
+    lines += ["## Per cell", "", cells_markdown(summary)]
     return "\n".join(lines)
 
 

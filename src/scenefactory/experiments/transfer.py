@@ -109,6 +109,7 @@ SceneFactory reports 99.5 % success for physics → kinematic and 47.3 % for kin
         matrix,
         [plot],
         time.perf_counter() - t0,
+        seed_compare=[("mujoco->kinematic", "kinematic->mujoco")],
     )
 
 

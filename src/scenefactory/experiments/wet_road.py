@@ -224,6 +224,7 @@ three-circle cars, closing speed² / (2·max(gap, 1 m)), only pairs on a collisi
         {"cells": cells, "aware_minus_unaware": diffs},
         [plot],
         time.perf_counter() - t0,
+        seed_compare=[(f"aware|{r}", f"unaware|{r}") for r in ROADS],
     )
 
 
