@@ -46,6 +46,11 @@ def test_rate_intervals_are_clipped_to_0_1(tmp_path: Path) -> None:
     out = seed_level({"results": {"cells": {"k": {"per_policy": per}}}})["cells"]["k"]
     assert out["goal_reach_rate"]["ci95"][1] == 1.0 and out["collision_rate"]["ci95"][0] == 0.0
     assert out["goal_reach_rate"]["ci95"][0] < 0.9  # the other end is the t interval's
+    # a report (strict=False) leaves out what it cannot compare instead of failing at the end of a run
+    lenient = seed_level(
+        {"results": {"cells": {"k": {"per_policy": per}, "x": {}}}}, [("k", "gone")], strict=False
+    )
+    assert lenient["comparisons"] == [] and list(lenient["cells"]) == ["k"]
 
 
 def _report(folder: Path) -> Path:

@@ -113,9 +113,9 @@ def seed_level(
         out_cells[name] = row
     comparisons = []
     for a, b in compare:
-        for name in (a, b):
-            if name not in cells:
-                raise UserError(f"--compare: no cell '{name}'; expected one of {', '.join(cells)}")
+        missing = [name for name in (a, b) if name not in cells]
+        if missing and strict:
+            raise UserError(f"--compare: no cell '{missing[0]}'; expected one of {', '.join(cells)}")
         problem = _unusable(a, b, out_cells, paired)
         if problem is not None:
             if strict:
