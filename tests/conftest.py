@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -13,3 +15,18 @@ from scenefactory.scenes.scene import Scene
 def road_scene() -> Scene:
     """Two agents eastbound 30 m apart and one westbound, all at 5 m/s."""
     return straight_scene([(10.0, 0.0, 0.0, 5.0), (40.0, 0.0, 0.0, 5.0), (100.0, 3.5, np.pi, 5.0)])
+
+
+@pytest.fixture
+def cli_error(capsys: pytest.CaptureFixture[str]) -> Callable[..., str]:
+    """``cli_error(*argv)``: run the CLI, assert it fails as a user error (exit 2, one line on
+    stderr, no traceback) and return that line."""
+    from scenefactory.cli import main
+
+    def run(*argv: str) -> str:
+        assert main(list(argv)) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        return err
+
+    return run

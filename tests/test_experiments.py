@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,15 +84,10 @@ def test_sizes_resolve_quick_full_and_flag_overrides(tmp_path: Path) -> None:
 
 
 def test_bad_input_is_one_line_naming_the_thing(
-    tmp_path: Path, tiny_policies: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tiny_policies: dict[str, Path], cli_error: Callable[..., str]
 ) -> None:
-    out = ["--out", str(tmp_path / "o")]
-
     def error(*argv: str) -> str:
-        assert main(["experiment", *argv, *out]) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "Traceback" not in err
-        return err
+        return cli_error("experiment", *argv, "--out", str(tmp_path / "o"))
 
     assert "unknown experiment 'nope'" in error("nope")
     missing = tmp_path / "missing.pt"

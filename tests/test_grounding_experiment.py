@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 
-from scenefactory.cli import main
 from scenefactory.experiments import ExperimentArgs, Sizes
 from scenefactory.experiments import grounding as xp
 from scenefactory.experiments.gap import DRAWS, SceneCounts, gap_closed, gap_difference
@@ -132,16 +132,13 @@ def test_a_rerun_reuses_the_collection_and_the_fits_the_policies_were_trained_in
 
 
 def test_bad_checkpoint_kind_and_foreign_flags_are_clear_errors(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cli_error: Callable[..., str]
 ) -> None:
     ckpt = tmp_path / "p.pt"
     ckpt.write_bytes(b"")
 
     def error(*argv: str) -> str:
-        assert main(["experiment", *argv, "--out", str(tmp_path / "o")]) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "Traceback" not in err
-        return err
+        return cli_error("experiment", *argv, "--out", str(tmp_path / "o"))
 
     err = error("grounding", "--checkpoint", f"ice={ckpt}")
     assert "kind 'ice' unknown" in err and "'history'" in err and "'oracle'" in err

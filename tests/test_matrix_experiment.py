@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from scenefactory.cli import main
 from scenefactory.errors import UserError
 from scenefactory.experiments import ExperimentArgs, Sizes
 from scenefactory.experiments import matrix as xp
@@ -133,16 +133,13 @@ def test_given_models_are_checked_and_read(tiny_run: tuple[Path, dict[str, Any]]
 
 
 def test_bad_checkpoint_kind_and_model_flags_are_clear_errors(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cli_error: Callable[..., str]
 ) -> None:
     ckpt = tmp_path / "p.pt"
     ckpt.write_bytes(b"")
 
     def error(*argv: str) -> str:
-        assert main(["experiment", *argv, "--out", str(tmp_path / "o")]) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "Traceback" not in err
-        return err
+        return cli_error("experiment", *argv, "--out", str(tmp_path / "o"))
 
     err = error("matrix", "--checkpoint", f"grounded={ckpt}")
     assert "--checkpoint kind 'grounded' unknown" in err and "'transformer'" in err and "'mujoco'" in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -95,10 +96,9 @@ def test_cli_writes_seed_level_tables_and_pairs_by_seed(tmp_path: Path) -> None:
     assert paired["goal_reach_rate"]["diff"] == pytest.approx((0.1 + 0.0 + 0.05) / 3)
 
 
-def test_bad_input_names_the_file_or_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_names_the_file_or_cell(tmp_path: Path, cli_error: Callable[..., str]) -> None:
     def error(*argv: str) -> str:
-        assert main(["seed-level", *argv]) == 2
-        return capsys.readouterr().err
+        return cli_error("seed-level", *argv)
 
     assert "results.json: not found (expected an experiment's report folder)" in error(str(tmp_path))
     folder = _report(tmp_path / "xp")
