@@ -146,6 +146,33 @@ def test_runner_history_matches_the_training_observations(trained: Path, tmp_pat
     np.testing.assert_allclose(runner._frames[1][:33], f[0][:33])
 
 
+def test_runner_checks_the_sidecar_against_the_graph(trained: Path, tmp_path: Path) -> None:
+    """A sidecar that does not describe its ONNX graph is refused when the runner opens, not at the
+    first tick on a robot."""
+    export_go1(load_go1_policy(trained / "checkpoints" / "latest.pt"), tmp_path)
+    side_path = tmp_path / "go1_policy.json"
+    good = json.loads(side_path.read_text())
+
+    def refused(side: dict[str, object], match: str) -> None:
+        side_path.write_text(json.dumps(side))
+        with pytest.raises(ValueError, match=match):
+            OnnxPolicyRunner(tmp_path)
+
+    refused({**good, "observation": {**good["observation"], "history": 5}}, r"history 5 × frame_dim 45 = 225")
+    refused(
+        {k: v for k, v in good.items() if k != "kp"},
+        r"go1_policy\.json: missing or malformed field \(KeyError\('kp'\)\)",
+    )
+    refused(
+        {**good, "default_joint_pos_rad": [0.0] * 11},
+        r"default_joint_pos_rad has shape \(11,\), expected \(12,\)",
+    )
+    state = [{"input": "obs", "output": "h_out", "shape": [1, 1, 8]}]
+    refused({**good, "recurrent_state": state}, "recurrent state output 'h_out' is not an output")
+    side_path.write_text(json.dumps(good))
+    assert not OnnxPolicyRunner(tmp_path).recurrent
+
+
 def test_sim2sim_robot_delays_actuation() -> None:
     robot = MujocoGo1(SIM2SIM)
     assert robot.substeps == 20 and robot._delay_steps == 10

@@ -80,26 +80,63 @@ class OnnxPolicyRunner:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         self.session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        obs = meta["observation"]
-        self.history = int(obs["history"])
-        self.frame_dim = int(obs["frame_dim"])
-        self.home = np.asarray(meta["default_joint_pos_rad"], dtype=np.float64)
-        self.kp, self.kd = float(meta["kp"]), float(meta["kd"])
-        self.control_hz = float(meta["control_hz"])
+        try:
+            obs = meta["observation"]
+            self.history = int(obs["history"])
+            self.frame_dim = int(obs["frame_dim"])
+            self.home = np.asarray(meta["default_joint_pos_rad"], dtype=np.float64)
+            self.kp, self.kd = float(meta["kp"]), float(meta["kd"])
+            self.control_hz = float(meta["control_hz"])
+            self._state_spec = [
+                (str(e["input"]), str(e["output"]), tuple(int(d) for d in e["shape"]))
+                for e in meta.get("recurrent_state", [])
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{side}: missing or malformed field ({exc!r})") from exc
+        if self.home.shape != (12,):
+            raise ValueError(f"{side}: default_joint_pos_rad has shape {self.home.shape}, expected (12,)")
         self._frames = np.zeros((self.history, self.frame_dim), dtype=np.float32)
         self._last_action = np.zeros(12, dtype=np.float32)
         self._fresh = True
-        self._state_spec = [
-            (str(e["input"]), str(e["output"]), tuple(int(d) for d in e["shape"]))
-            for e in meta.get("recurrent_state", [])
-        ]
-        names = {i.name for i in self.session.get_inputs()}
-        missing = [i for i, _, _ in self._state_spec if i not in names]
-        if missing:
-            raise ValueError(f"{side}: recurrent state inputs {missing} are not inputs of {onnx_path}")
         self._outputs = ["action", "joint_targets", *(o for _, o, _ in self._state_spec)]
+        self._check_graph(side, onnx_path)
         self._state: dict[str, np.ndarray] = {}
         self.reset()
+
+    def _check_graph(self, side: Path, onnx_path: Path) -> None:
+        """The ONNX graph has the inputs and outputs the sidecar describes, with matching widths
+        (dimensions the graph leaves symbolic, like the batch, are not checked)."""
+        inputs = {i.name: i.shape for i in self.session.get_inputs()}
+        outputs = {o.name: o.shape for o in self.session.get_outputs()}
+
+        def fits(shape: Any, expected: tuple[int, ...]) -> bool:
+            dims = list(shape)
+            return len(dims) == len(expected) and all(
+                not isinstance(d, int) or d == e for d, e in zip(dims, expected, strict=True)
+            )
+
+        width = self.history * self.frame_dim
+        if "obs" not in inputs:
+            raise ValueError(f"{onnx_path}: no input 'obs' (inputs: {sorted(inputs)})")
+        if not fits(inputs["obs"], (1, width)):
+            raise ValueError(
+                f"{onnx_path}: input 'obs' has shape {inputs['obs']}, but {side} describes "
+                f"history {self.history} × frame_dim {self.frame_dim} = {width}"
+            )
+        for name in ("action", "joint_targets"):
+            if name not in outputs or not fits(outputs[name], (1, 12)):
+                raise ValueError(
+                    f"{onnx_path}: expected an output '{name}' of shape (batch, 12), got {outputs.get(name)}"
+                )
+        for i, o, shape in self._state_spec:
+            if i not in inputs:
+                raise ValueError(f"{side}: recurrent state input '{i}' is not an input of {onnx_path}")
+            if o not in outputs:
+                raise ValueError(f"{side}: recurrent state output '{o}' is not an output of {onnx_path}")
+            if not fits(inputs[i], shape):
+                raise ValueError(
+                    f"{side}: recurrent state '{i}' has shape {list(shape)}, the graph takes {inputs[i]}"
+                )
 
     @property
     def recurrent(self) -> bool:
