@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats
 
 from scenefactory.errors import UserError
-from scenefactory.experiments.report import METRIC_LABELS, fmt_diff, markdown_table
+from scenefactory.experiments.report import METRIC_LABELS, fmt_ci, fmt_diff, markdown_table
 from scenefactory.io import atomic_write_text, write_json
 
 METRICS = ("goal_reach_rate", "collision_rate", "offroad_rate", "mean_peak_drac_mps2", "high_drac_rate")
@@ -73,8 +73,7 @@ def _seeds(cell_name: str, cell: Mapping[str, Any]) -> tuple[list[Any], list[Map
     per = cell.get("per_policy")
     if not isinstance(per, list) or not per:
         raise UserError(f"cell '{cell_name}' has no per_policy figures (one entry per trained policy)")
-    seeds = [p.get("trained_seed", i) if isinstance(p, Mapping) else i for i, p in enumerate(per)]
-    return [i if s is None else s for i, s in enumerate(seeds)], per
+    return [i if p.get("trained_seed") is None else p["trained_seed"] for i, p in enumerate(per)], per
 
 
 def seed_level(
@@ -152,10 +151,6 @@ def _unusable(a: str, b: str, cells: Mapping[str, Any], paired: bool) -> str | N
     return None
 
 
-def _fmt(x: float, ci: Sequence[float], digits: int) -> str:
-    return f"{x:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-
-
 def _cell(name: str) -> str:
     """A cell name inside a markdown table (cell names like ``aware|wet`` hold a pipe)."""
     return name.replace("|", "\\|")
@@ -173,7 +168,9 @@ def cells_markdown(summary: Mapping[str, Any], metrics: Sequence[str] = METRICS)
             [
                 _cell(name),
                 " / ".join(f"{v:.{_digits(metric)}f}" for v in row[metric]["per_seed"]),
-                _fmt(row[metric]["mean"], row[metric]["ci95"], _digits(metric))
+                fmt_ci(
+                    {"mean": row[metric]["mean"], "mean_ci95": row[metric]["ci95"]}, "mean", _digits(metric)
+                )
                 if "mean" in row[metric]
                 else "n/a (1 seed)",
             ]
