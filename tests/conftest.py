@@ -6,9 +6,21 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 from scene_fixtures import straight_scene
 from scenefactory.scenes.scene import Scene
+
+# Property-based tests: a fixed, derandomized budget so `make test` is repeatable and bounded on two
+# cores; no per-example deadline (a CLI call builds torch models and can take a second).
+settings.register_profile(
+    "ci",
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.load_profile("ci")
 
 
 @pytest.fixture

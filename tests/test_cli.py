@@ -12,7 +12,8 @@ import torch
 from scenefactory.cli import main
 from scenefactory.errors import CheckpointError
 from scenefactory.io import atomic_write_bytes
-from scenefactory.rl.ppo import PPOConfig, TrainSpec, load_checkpoint, load_policy
+from scenefactory.rl.checkpoint import load_checkpoint
+from scenefactory.rl.ppo import PPOConfig, TrainSpec, load_policy
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 TINY = ["--worlds", "4", "--agents", "2", "--train-scenes", "3", "--seed", "3"]

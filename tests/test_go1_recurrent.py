@@ -19,8 +19,9 @@ from scenefactory.deploy.export import DeployPolicy, export_go1
 from scenefactory.deploy.robot import MujocoGo1
 from scenefactory.deploy.runner import OnnxPolicyRunner
 from scenefactory.errors import CheckpointError, UserError
+from scenefactory.rl.checkpoint import load_checkpoint
 from scenefactory.rl.locomotion import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
-from scenefactory.rl.ppo import build_actor, load_checkpoint
+from scenefactory.rl.ppo import build_actor
 from scenefactory.tasks.locomotion.config import Go1TaskConfig
 
 TEACHER = go1_jobs.SHIPPED_POLICY

@@ -16,3 +16,10 @@ class SceneFormatError(UserError):
 
 class CheckpointError(UserError):
     """A checkpoint that is missing or does not fit the requested task or engine."""
+
+
+def warn(message: str) -> None:
+    """Tell the user about something recovered from (one line on stderr, the run goes on)."""
+    import sys
+
+    print(f"scenefactory: warning: {message}", file=sys.stderr)

@@ -11,8 +11,8 @@ from typing import Any
 from scenefactory.deploy.robot import SIM2SIM, TRAINING_SIM
 from scenefactory.errors import UserError
 from scenefactory.io import atomic_write_text, write_json
+from scenefactory.rl.checkpoint import load_checkpoint, save_checkpoint
 from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
-from scenefactory.rl.ppo import load_checkpoint, save_checkpoint
 from scenefactory.tasks.locomotion.config import Go1TaskConfig, RewardTerm, nominal
 from scenefactory.tasks.locomotion.rewards import track_ang_vel_z_fine
 

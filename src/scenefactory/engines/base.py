@@ -16,8 +16,9 @@ move and the task ignores them until their world resets.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -123,6 +124,49 @@ class Engine(Protocol):
         """(W, K) bool vehicle–vehicle contacts during the last step, from the engine's own contact
         model; ``None`` when the engine has none (the task then tests box overlap itself)."""
         ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """The engine's complete dynamic state as plain data (tensors, nested dicts), copied: after
+        :meth:`load_state_dict` of it, an engine built with the same arguments steps bit for bit
+        as this one would have (what a checkpoint needs for an exact resume)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; ``ValueError`` names a missing entry or a wrong shape."""
+        ...
+
+
+def tensors_state(obj: object, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """Copies of the tensor (or ``torch.Generator``: its state) attributes ``names`` of ``obj``."""
+    out = {}
+    for name in names:
+        value = getattr(obj, name)
+        out[name] = value.get_state() if isinstance(value, torch.Generator) else value.detach().cpu().clone()
+    return out
+
+
+def load_tensors_state(obj: object, state: Mapping[str, Any], names: tuple[str, ...]) -> None:
+    """Set the attributes ``names`` of ``obj`` from :func:`tensors_state`, checking every entry first
+    (shape and dtype as allocated), so a bad state changes nothing."""
+    owner = type(obj).__name__
+    for name in names:
+        if name not in state or not isinstance(state[name], torch.Tensor):
+            raise ValueError(f"{owner} state lacks the tensor '{name}'")
+        current = getattr(obj, name)
+        if isinstance(current, torch.Generator):
+            continue
+        value = state[name]
+        if tuple(value.shape) != tuple(current.shape) or value.dtype != current.dtype:
+            raise ValueError(
+                f"{owner} state '{name}' is {value.dtype}{tuple(value.shape)}, this engine holds "
+                f"{current.dtype}{tuple(current.shape)} (another number of worlds or agents?)"
+            )
+    for name in names:
+        current = getattr(obj, name)
+        if isinstance(current, torch.Generator):
+            current.set_state(state[name])
+        else:
+            setattr(obj, name, state[name].to(current.device).clone())
 
 
 def actions_to_controls(actions: torch.Tensor, params: VehicleParams) -> tuple[torch.Tensor, torch.Tensor]:

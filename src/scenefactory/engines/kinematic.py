@@ -21,6 +21,9 @@ gap the physics tier and grounding measure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -29,6 +32,8 @@ from scenefactory.engines.base import (
     VehicleState,
     actions_to_controls,
     check_actions,
+    load_tensors_state,
+    tensors_state,
 )
 
 
@@ -144,6 +149,16 @@ class KinematicEngine:
         self._yaw_rate = torch.where(live, yaw_rate, zero)
         self._beta = torch.where(live, beta, zero)
         return self.state()
+
+    STATE = ("_pos", "_yaw", "_speed", "_steer", "_accel", "_yaw_rate", "_beta", "_valid", "friction")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of the dynamic state (see :meth:`Engine.state_dict`)."""
+        return tensors_state(self, self.STATE)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (see :meth:`Engine.load_state_dict`)."""
+        load_tensors_state(self, state, self.STATE)
 
     def collisions(self) -> None:
         """The kinematic tier has no contact model: the task tests box overlap."""

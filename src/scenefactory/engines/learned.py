@@ -9,11 +9,19 @@ friction. There is no contact model: the task tests box overlap, as on the kinem
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from scenefactory.engines.base import VehicleParams, VehicleState, check_actions
+from scenefactory.engines.base import (
+    VehicleParams,
+    VehicleState,
+    check_actions,
+    load_tensors_state,
+    tensors_state,
+)
 from scenefactory.errors import UserError
 
 
@@ -89,6 +97,16 @@ class LearnedEngine:
         self._states = torch.where(keep, new_states, self._states)
         self._actions = torch.where(keep, new_actions, self._actions)
         return self.state()
+
+    STATE = ("_states", "_actions", "_accel", "_valid", "friction")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of the dynamic state (see :meth:`Engine.state_dict`)."""
+        return tensors_state(self, self.STATE)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (see :meth:`Engine.load_state_dict`)."""
+        load_tensors_state(self, state, self.STATE)
 
     def collisions(self) -> None:
         """No contact model: the task tests box overlap."""

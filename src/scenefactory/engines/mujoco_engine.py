@@ -30,12 +30,20 @@ they stopped (as the kinematic tier's frozen agents do).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import mujoco
 import numpy as np
 import torch
 
-from scenefactory.engines.base import VehicleParams, VehicleState, actions_to_controls, check_actions
+from scenefactory.engines.base import (
+    VehicleParams,
+    VehicleState,
+    actions_to_controls,
+    check_actions,
+    load_tensors_state,
+)
 from scenefactory.engines.mjbatch import BatchedSim
 from scenefactory.vehicles.car import CarIndex, CarParams, ackermann_angles, drive_ctrl, world_mjcf
 
@@ -261,6 +269,31 @@ class MujocoEngine:
         self._prev_speed = speed
         self._last_state = None
         return self.state()
+
+    HOST_FIELDS = ("_steer_cmd", "_valid", "_live", "_prev_speed", "_accel", "_frozen", "_touch")
+    """This engine's own arrays that the next step reads."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """MuJoCo's integration state of every world with the per-world friction and brake fields,
+        and this engine's command and bookkeeping arrays (see :meth:`Engine.state_dict`)."""
+        host = {f: torch.from_numpy(np.array(getattr(self, f), copy=True)) for f in self.HOST_FIELDS}
+        return {"sim": self.sim.state_dict(), "host": host, "friction": self.friction.detach().cpu().clone()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (every array checked before any is written)."""
+        host = state.get("host")
+        if not isinstance(host, Mapping) or "sim" not in state:
+            raise ValueError("MujocoEngine state lacks 'host' or 'sim'")
+        for f in self.HOST_FIELDS:
+            value, arr = host.get(f), getattr(self, f)
+            if not isinstance(value, torch.Tensor) or tuple(value.shape) != arr.shape:
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(f"MujocoEngine state 'host.{f}' is {got}, this engine holds {arr.shape}")
+        load_tensors_state(self, {"friction": state.get("friction")}, ("friction",))
+        self.sim.load_state_dict(state["sim"])
+        for f in self.HOST_FIELDS:
+            getattr(self, f)[...] = host[f].numpy()
+        self._last_state = None
 
     def collisions(self) -> torch.Tensor:
         """(W, K) bool: the car's body touched another car (or the road) during the last step."""

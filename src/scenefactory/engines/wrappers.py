@@ -6,9 +6,12 @@ tiers models, used to make a target the kinematic bicycle cannot match (``--acti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 
-from scenefactory.engines.base import Engine, VehicleState, check_actions
+from scenefactory.engines.base import Engine, VehicleState, check_actions, load_tensors_state
 
 
 class LaggedEngine:
@@ -56,3 +59,14 @@ class LaggedEngine:
     def collisions(self) -> torch.Tensor | None:
         """Passed through."""
         return self.inner.collisions()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The action queue and the wrapped engine's state."""
+        return {"queue": self._queue.detach().cpu().clone(), "inner": self.inner.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        if "inner" not in state:
+            raise ValueError("LaggedEngine state lacks 'inner'")
+        load_tensors_state(self, {"_queue": state.get("queue")}, ("_queue",))
+        self.inner.load_state_dict(state["inner"])

@@ -431,7 +431,7 @@ def _trained_on(kind: str, lag: int) -> str:
 
 def _oracle_transitions(paths: Sequence[Path]) -> int:
     """Target transitions (agent steps) of the oracle's training runs, from their specs."""
-    from scenefactory.rl.ppo import load_checkpoint
+    from scenefactory.rl.checkpoint import load_checkpoint
 
     total = 0
     for p in paths:

@@ -161,7 +161,7 @@ def given_models(args: ExperimentArgs) -> dict[str, dict[str, Any]]:
 def _model_of_checkpoints(paths: Sequence[Path]) -> dict[str, Any] | None:
     """The dynamics model the first given policy was trained in (its spec), if the file is there."""
     from scenefactory.grounding.fit import load_dynamics_model
-    from scenefactory.rl.ppo import load_checkpoint
+    from scenefactory.rl.checkpoint import load_checkpoint
 
     model = (load_checkpoint(paths[0]).get("spec") or {}).get("dynamics_model")
     if not model or not Path(model).is_file():

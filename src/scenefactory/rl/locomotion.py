@@ -28,19 +28,29 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from scenefactory.errors import CheckpointError
+from scenefactory.errors import CheckpointError, warn
 from scenefactory.io import write_json
-from scenefactory.rl.ppo import (
+from scenefactory.rl.checkpoint import (
     CHECKPOINT_FORMAT,
+    LATEST,
+    iteration_files,
+    load_checkpoint,
+    require_finite_state,
+    require_int,
+    require_keys,
+    save_iteration,
+)
+from scenefactory.rl.ppo import (
     PPOConfig,
     build_actor,
+    checked_policy,
     construct_distillation,
     construct_ppo,
-    load_checkpoint,
-    ppo_config_from_dict,
-    save_iteration,
+    global_rng_state,
+    load_actor_weights,
     saved_ppo_dict,
     seed_everything,
+    set_global_rng_state,
 )
 from scenefactory.tasks.locomotion.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.tasks.locomotion.env import Go1Env, LocoStep
@@ -179,15 +189,14 @@ def _checked(teacher: Path, spec: Go1TrainSpec) -> PPOConfig:
     if spec.init_from is not None:
         raise CheckpointError(f"{teacher}: a distillation run starts from its teacher, not from init_from")
     data = load_checkpoint(teacher)
-    if data.get("task") != TASK or "actor_state_dict" not in data:
-        raise CheckpointError(f"{teacher}: not a Go1 policy (expected a Go1 checkpoint or policy file)")
+    _, ppo_cfg, saved_obs, _ = checked_policy(teacher, data, TASK, task_config_from_dict)
     obs_dim = spec.task.history * FRAME_DIM
-    if int(data.get("obs_dim", -1)) != obs_dim:
+    if saved_obs != obs_dim:
         raise CheckpointError(
-            f"{teacher}: the teacher reads {data.get('obs_dim')} observations, this task gives {obs_dim} "
+            f"{teacher}: the teacher reads {saved_obs} observations, this task gives {obs_dim} "
             f"(use the teacher's --history)"
         )
-    return ppo_config_from_dict(data["ppo_cfg"])
+    return ppo_cfg
 
 
 class Go1Trainer:
@@ -212,8 +221,11 @@ class Go1Trainer:
         self.iteration = 0
         self.env_steps = 0
         self.history: list[dict[str, Any]] = []
-        latest = self.ckpt_dir / "latest.pt"
-        if latest.exists():
+        self._ret = torch.zeros(self.vec.num_envs)
+        """Return and length of each robot's episode so far (the ``mean_return`` of ended ones)."""
+        self._ep_len = torch.zeros(self.vec.num_envs)
+        latest = self.ckpt_dir / LATEST
+        if latest.exists() or iteration_files(self.ckpt_dir):
             self._resume(latest)
         elif spec.init_from is not None:
             self._init_from(Path(spec.init_from))
@@ -241,12 +253,11 @@ class Go1Trainer:
 
     def _init_from(self, path: Path) -> None:
         data = load_checkpoint(path)
-        if data.get("task") != TASK or "actor_state_dict" not in data:
-            raise CheckpointError(f"{path}: not a Go1 training checkpoint (needs at least the actor)")
+        _, _, saved_obs, _ = checked_policy(path, data, TASK, task_config_from_dict)
         obs_dim = self.spec.task.history * FRAME_DIM
-        if int(data.get("obs_dim", -1)) != obs_dim:
+        if saved_obs != obs_dim:
             raise CheckpointError(
-                f"{path}: actor observations are {data.get('obs_dim')} wide, this task's are {obs_dim}"
+                f"{path}: actor observations are {saved_obs} wide, this task's are {obs_dim}"
             )
         actor = self.alg.get_policy()
         obs = self.vec.get_observations()
@@ -298,9 +309,26 @@ class Go1Trainer:
                 f"{path}: cannot resume, its networks do not fit this run's (a run with "
                 f"--joint-friction-dr made before its critic saw the joint damping scale?): {exc}"
             ) from exc
-        self.iteration = int(data["iteration"])
-        self.env_steps = int(data["env_steps"])
+        require_finite_state(data.get("actor_state_dict"), path, "actor_state_dict")
+        self.iteration = require_int(data, path, "iteration")
+        self.env_steps = require_int(data, path, "env_steps")
         self.history = list(data.get("history", []))
+        if "env_state" in data and "rng" in data:
+            try:
+                self.env.load_state_dict(data["env_state"])
+                set_global_rng_state(data["rng"])
+            except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+                raise CheckpointError(
+                    f"{path}: cannot resume, its saved environment does not fit: {exc}"
+                ) from None
+            for name in ("_ret", "_ep_len"):
+                saved_buf = data.get(name.strip("_") + "_sum")
+                if isinstance(saved_buf, torch.Tensor) and saved_buf.shape == getattr(self, name).shape:
+                    setattr(self, name, saved_buf.clone())
+            return
+        # written before exact resume: the robots restart, the draws and the curriculum continue
+        warn(f"{path} predates exact resume: training continues from freshly reset robots")
+        require_keys(data, path, ("torch_rng", "env_rng", "curriculum"))
         torch.set_rng_state(data["torch_rng"])
         self.env.rng.bit_generator.state = data["env_rng"]
         self.env.lin_fraction = float(data["curriculum"]["lin_fraction"])
@@ -325,6 +353,10 @@ class Go1Trainer:
                 "curriculum": {"lin_fraction": self.env.lin_fraction, "yaw_fraction": self.env.yaw_fraction},
                 "torch_rng": torch.get_rng_state(),
                 "env_rng": self.env.rng.bit_generator.state,
+                "rng": global_rng_state(),
+                "env_state": self.env.state_dict(),
+                "ret_sum": self._ret.clone(),
+                "ep_len_sum": self._ep_len.clone(),
             }
         )
         return saved
@@ -337,13 +369,20 @@ class Go1Trainer:
         """Train until ``spec.iterations`` iterations are done (continuing a resumed run)."""
         from torch.utils.tensorboard import SummaryWriter
 
+        if self.iteration >= self.spec.iterations:
+            if self.iteration > self.spec.iterations:
+                warn(
+                    f"{self.out} already holds {self.iteration} iterations, more than the "
+                    f"{self.spec.iterations} asked for: nothing trained, its config.json and checkpoints "
+                    "are left as they are"
+                )
+            return self.history
         self.out.mkdir(parents=True, exist_ok=True)
         write_json(self.out / "config.json", spec_to_dict(self.spec))
         writer = SummaryWriter(log_dir=str(self.out / "tensorboard"), flush_secs=10)
         alg, vec, t_steps = self.alg, self.vec, self.spec.ppo.num_steps_per_env
         n = vec.num_envs
-        ret = torch.zeros(n)
-        ep_len = torch.zeros(n)
+        ret, ep_len = self._ret, self._ep_len
         obs = vec.get_observations()
         alg.train_mode()
         try:
@@ -472,23 +511,24 @@ def load_go1_policy(path: str | os.PathLike[str], privileged: bool = False) -> G
     a privileged teacher only with ``privileged`` (evaluation: it needs parameters a robot cannot
     measure, so it is never exported)."""
     data = load_checkpoint(path)
-    if data.get("task") != TASK:
-        raise CheckpointError(f"{path}: checkpoint is for task '{data.get('task')}', expected '{TASK}'")
-    task_cfg = task_config_from_dict(data["task_cfg"])
-    ppo_cfg = ppo_config_from_dict(data["ppo_cfg"])
-    obs_dim, params_dim = int(data["obs_dim"]), 0
+    task_cfg, ppo_cfg, obs_dim, state = checked_policy(path, data, TASK, task_config_from_dict)
+    params_dim = 0
+    if obs_dim != task_cfg.history * FRAME_DIM:
+        raise CheckpointError(
+            f"{path}: checkpoint field 'obs_dim' is {obs_dim}, its task config gives "
+            f"{task_cfg.history * FRAME_DIM} observations ({task_cfg.history} frames of {FRAME_DIM})"
+        )
     if ppo_cfg.actor_obs_groups != ("policy",):
         if not privileged:
             raise CheckpointError(
                 f"{path}: a privileged teacher (its actor reads {list(ppo_cfg.actor_obs_groups)}, parameters "
                 f"a robot cannot measure); distil it into a student with 'train go1 --teacher' first"
             )
-        params_dim = _input_width(path, data["actor_state_dict"]) - obs_dim
+        params_dim = _input_width(path, state) - obs_dim
+        if params_dim < 1:
+            raise CheckpointError(f"{path}: a privileged actor whose first layer reads no parameters")
     actor = build_actor(obs_dim, ppo_cfg, num_actions=12, params_dim=params_dim)
-    try:
-        actor.load_state_dict(data["actor_state_dict"])
-    except RuntimeError as exc:
-        raise CheckpointError(f"{path}: actor weights do not fit the saved config ({exc})") from exc
+    load_actor_weights(path, actor, state)
     actor.eval()
     meta: dict[str, Any] = {k: data[k] for k in ("iteration", "env_steps", "seed", "obs_dim") if k in data}
     return Go1Policy(actor, task_cfg, ppo_cfg, meta, params_dim)

@@ -33,14 +33,24 @@ from rsl_rl.models import MLPModel, RNNModel
 from tensordict import TensorDict
 
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
-from scenefactory.errors import CheckpointError, UserError
+from scenefactory.errors import CheckpointError, UserError, warn
 from scenefactory.evaluation.metrics import EpisodeLog, summarize
-from scenefactory.io import atomic_write_bytes, write_json
+from scenefactory.io import write_json
+from scenefactory.rl.checkpoint import (
+    CHECKPOINT_FORMAT,
+    LATEST,
+    config_from_checkpoint,
+    iteration_files,
+    load_checkpoint,
+    require_finite_state,
+    require_int,
+    require_keys,
+    save_iteration,
+)
 from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.tasks.driving.env import DrivingEnv, StepResult
-
-CHECKPOINT_FORMAT = "scenefactory.checkpoint/1"
 
 
 @dataclass(frozen=True)
@@ -257,41 +267,6 @@ def _mask_decisions(alg: PPO, valid: torch.Tensor) -> None:
     st.returns = torch.where(v, st.returns, st.values)
 
 
-# ----------------------------------------------------------------------------------- checkpoints
-
-
-def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """``torch.save`` to memory, then an atomic file write: a crash never leaves a torn checkpoint."""
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def save_iteration(ckpt_dir: Path, iteration: int, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` as ``model_<iteration>.pt`` and ``latest.pt`` in ``ckpt_dir``; returns latest."""
-    save_checkpoint(ckpt_dir / f"model_{iteration}.pt", payload)
-    save_checkpoint(ckpt_dir / "latest.pt", payload)
-    return ckpt_dir / "latest.pt"
-
-
-def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a scenefactory checkpoint; a missing or foreign file is a :class:`CheckpointError`."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "checkpoints" / "latest.pt" if (p / "checkpoints").is_dir() else p / "latest.pt"
-    if not p.is_file():
-        raise CheckpointError(
-            f"checkpoint not found: {p} (expected a .pt file written by 'scenefactory train')"
-        )
-    try:
-        data = torch.load(p, map_location="cpu", weights_only=False)
-    except Exception as exc:  # torch raises many types for a corrupt file
-        raise CheckpointError(f"{p}: not a readable torch checkpoint ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{p}: not a scenefactory checkpoint (expected format '{CHECKPOINT_FORMAT}')")
-    return data
-
-
 @dataclass(frozen=True)
 class LoadedPolicy:
     """A policy restored from a checkpoint: deterministic actions from observations."""
@@ -325,27 +300,66 @@ def saved_ppo_dict(data: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(ppo_config_from_dict(data))))
 
 
-def load_policy(path: str | os.PathLike[str], task: str = "drive") -> LoadedPolicy:
-    """Restore the actor of a training checkpoint for task ``task``."""
-    data = load_checkpoint(path)
+def checked_policy(
+    path: str | os.PathLike[str], data: dict[str, Any], task: str, task_from_dict: Callable[[Any], Any]
+) -> tuple[Any, PPOConfig, int, dict[str, torch.Tensor]]:
+    """A checkpoint's policy parts after checking them, each failure one line naming the field:
+    ``(task config, PPO config, obs_dim, actor state)``; the actor weights must be finite."""
     if data.get("task") != task:
         raise CheckpointError(f"{path}: checkpoint is for task '{data.get('task')}', expected '{task}'")
-    task_cfg = task_config_from_dict(data["task_cfg"])
-    ppo_cfg = ppo_config_from_dict(data["ppo_cfg"])
+    require_keys(data, path, ("task_cfg", "ppo_cfg", "obs_dim", "actor_state_dict"))
+    task_cfg = config_from_checkpoint(data, path, "task_cfg", task_from_dict)
+    ppo_cfg = config_from_checkpoint(data, path, "ppo_cfg", ppo_config_from_dict)
+    obs_dim = require_int(data, path, "obs_dim", low=1)
+    state = require_finite_state(data["actor_state_dict"], path, "actor_state_dict")
+    return task_cfg, ppo_cfg, obs_dim, state
+
+
+def load_actor_weights(path: str | os.PathLike[str], actor: torch.nn.Module, state: dict[str, Any]) -> None:
+    """``actor.load_state_dict(state)`` with a mismatch (a wrong observation width, missing or extra
+    layers) as one line naming the first differing entry."""
+    mine = actor.state_dict()
+    for name, value in state.items():
+        if name in mine and tuple(mine[name].shape) != tuple(value.shape):
+            raise CheckpointError(
+                f"{path}: actor weight '{name}' has shape {tuple(value.shape)}, its saved config gives "
+                f"{tuple(mine[name].shape)} (a wrong observation width or a hand-edited checkpoint)"
+            )
+    missing, extra = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
+    if missing or extra:
+        what = f"lacks '{missing[0]}'" if missing else f"has an unexpected '{extra[0]}'"
+        raise CheckpointError(f"{path}: actor weights do not fit the saved config: it {what}")
+    actor.load_state_dict(state)
+
+
+def load_policy(path: str | os.PathLike[str], task: str = "drive") -> LoadedPolicy:
+    """Restore the actor of a training checkpoint for task ``task`` (every field checked)."""
+    data = load_checkpoint(path)
+    task_cfg, ppo_cfg, obs_dim, state = checked_policy(path, data, task, task_config_from_dict)
     if task == "drive" and ppo_cfg.actor_rnn_type is not None:
         raise CheckpointError(
             f"{path}: a recurrent ({ppo_cfg.actor_rnn_type}) driving actor; driving evaluation keeps "
             "no hidden state between steps, expected an MLP actor"
         )
-    actor = build_actor(int(data["obs_dim"]), ppo_cfg)
-    try:
-        actor.load_state_dict(data["actor_state_dict"])
-    except RuntimeError as exc:
-        raise CheckpointError(f"{path}: actor weights do not fit the saved config ({exc})") from exc
+    expected = observation_dim_of(task_cfg)
+    if obs_dim != expected:
+        raise CheckpointError(
+            f"{path}: checkpoint field 'obs_dim' is {obs_dim}, its task config gives {expected} observations"
+        )
+    actor = build_actor(obs_dim, ppo_cfg)
+    load_actor_weights(path, actor, state)
     actor.eval()
     keys = ("iteration", "engine", "physics_hz", "seed", "obs_dim")
     meta: dict[str, Any] = {k: data[k] for k in keys if k in data}
     return LoadedPolicy(actor, task_cfg, ppo_cfg, meta)
+
+
+def observation_dim_of(cfg: DrivingTaskConfig) -> int:
+    """The observation width a driving task config produces."""
+    oc = cfg.observations
+    return obs_terms.observation_dim(
+        len(oc.route_lookahead_m), oc.num_road_points, oc.num_neighbors, oc.friction_aware
+    )
 
 
 # -------------------------------------------------------------------------------------- training
@@ -406,6 +420,26 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def global_rng_state() -> dict[str, Any]:
+    """The state of every global random generator (torch, numpy, python) as plain data."""
+    np_state: Any = np.random.get_state()
+    _, keys, pos, has_gauss, cached = np_state
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": [torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+        "python": random.getstate(),
+    }
+
+
+def set_global_rng_state(state: dict[str, Any]) -> None:
+    """Restore :func:`global_rng_state`."""
+    torch.set_rng_state(state["torch"])
+    keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state(("MT19937", keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
+    version, internal, gauss = state["python"]
+    random.setstate((int(version), tuple(int(x) for x in internal), gauss))
+
+
 @dataclass
 class IterationStats:
     """Per-iteration training record (one row of ``history.json``)."""
@@ -463,9 +497,10 @@ class Trainer:
         self.iteration = 0
         self.env_steps = 0
         self.history: list[dict[str, Any]] = []
-        latest = self.ckpt_dir / "latest.pt"
-        if latest.exists():
-            self._resume(latest)
+        self._ret_sum = torch.zeros(self.vec.num_envs)
+        """Reward summed over each agent's episode so far (``mean_reward`` of finished episodes)."""
+        if (self.ckpt_dir / LATEST).exists() or iteration_files(self.ckpt_dir):
+            self._resume(self.ckpt_dir / LATEST)
 
     def _resume(self, path: Path) -> None:
         data = load_checkpoint(path)
@@ -491,12 +526,33 @@ class Trainer:
                     f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
                     f"(use another --out folder or the same settings)"
                 )
-        self.alg.load(data, None, strict=True)
-        self.iteration = int(data["iteration"])
-        self.env_steps = int(data["env_steps"])
+        require_keys(data, path, ("iteration", "env_steps", "torch_rng", "env_rng"))
+        try:
+            self.alg.load(data, None, strict=True)
+        except (RuntimeError, KeyError, ValueError) as exc:
+            msg = " ".join(str(exc).split())[:200]
+            raise CheckpointError(
+                f"{path}: cannot resume, its networks do not fit this run's ({msg})"
+            ) from None
+        require_finite_state(data["actor_state_dict"], path, "actor_state_dict")
+        self.iteration = require_int(data, path, "iteration")
+        self.env_steps = require_int(data, path, "env_steps")
         self.history = list(data.get("history", []))
-        torch.set_rng_state(data["torch_rng"])
-        self.env.generator.set_state(data["env_rng"])
+        if "env_state" in data and "rng" in data:
+            try:
+                self.env.load_state_dict(data["env_state"])
+                set_global_rng_state(data["rng"])
+            except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+                raise CheckpointError(
+                    f"{path}: cannot resume, its saved environment does not fit: {exc}"
+                ) from None
+            ret = data.get("return_sum")
+            if isinstance(ret, torch.Tensor) and ret.shape == self._ret_sum.shape:
+                self._ret_sum = ret.clone()
+        else:  # written before exact resume: the worlds restart, the draws continue
+            warn(f"{path} predates exact resume: training continues from freshly reset worlds")
+            torch.set_rng_state(data["torch_rng"])
+            self.env.generator.set_state(data["env_rng"])
 
     def _payload(self) -> dict[str, Any]:
         saved = self.alg.save()
@@ -516,6 +572,9 @@ class Trainer:
                 "history": self.history,
                 "torch_rng": torch.get_rng_state(),
                 "env_rng": self.env.generator.get_state(),
+                "rng": global_rng_state(),
+                "env_state": self.env.state_dict(),
+                "return_sum": self._ret_sum.clone(),
             }
         )
         return saved
@@ -528,12 +587,20 @@ class Trainer:
         """Train until ``spec.iterations`` iterations are done (continuing a resumed run)."""
         from torch.utils.tensorboard import SummaryWriter
 
+        if self.iteration >= self.spec.iterations:
+            if self.iteration > self.spec.iterations:
+                warn(
+                    f"{self.out} already holds {self.iteration} iterations, more than the "
+                    f"{self.spec.iterations} asked for: nothing trained, its config.json and checkpoints "
+                    "are left as they are"
+                )
+            return self.history
         self.out.mkdir(parents=True, exist_ok=True)
         write_json(self.out / "config.json", spec_to_dict(self.spec))
         writer = SummaryWriter(log_dir=str(self.out / "tensorboard"), flush_secs=10)
         alg, vec, t_steps = self.alg, self.vec, self.spec.ppo.num_steps_per_env
         episodes = EpisodeLog()
-        ret_sum = torch.zeros(vec.num_envs)
+        ret_sum = self._ret_sum
         finished_returns: list[torch.Tensor] = []
         obs = vec.get_observations()
         alg.train_mode()

@@ -22,14 +22,15 @@ Order of phases in :meth:`DrivingEnv.step` (written down once, here):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from scenefactory.engines import DEFAULT_PHYSICS_HZ, make_engine
-from scenefactory.engines.base import Engine, VehicleState
+from scenefactory.engines.base import Engine, VehicleState, load_tensors_state, tensors_state
 from scenefactory.engines.kinematic import wrap_angle
 from scenefactory.evaluation.record import AgentStatus
 from scenefactory.scenes.friction import friction_array
@@ -268,6 +269,57 @@ class DrivingEnv:
         for name, value in vars(segs).items():
             getattr(self.route_segs, name)[world_ids] = value
         self.s_prev[world_ids] = project_on_segments(p.spawn_pose[scene_ids][..., :2], segs)[0]
+
+    EPISODE_STATE = (
+        "scene_id",
+        "serial",
+        "step_count",
+        "active",
+        "status",
+        "agent_steps",
+        "s_prev",
+        "prev_actions",
+        "peak_drac",
+        "min_ttc",
+        "friction",
+        "log_div_sum",
+        "log_div_count",
+        "_obs",
+    )
+    """Per-world episode state that is not a copy of the scene pool (that follows from ``scene_id``)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the next steps depend on, as plain data (a training checkpoint's ``env_state``):
+        the episode state of every world, the scene-draw generator and the engine's state. With
+        :meth:`load_state_dict` on an environment built the same way, stepping continues bit for bit."""
+        return {
+            "episode": tensors_state(self, self.EPISODE_STATE),
+            "next_serial": self._next_serial,
+            "generator": self.generator.get_state(),
+            "engine": self.engine.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`: worlds re-take their scenes, then the saved episode state, draw
+        state and engine state replace the fresh ones. ``ValueError`` names what does not fit."""
+        episode = state.get("episode")
+        if not isinstance(episode, Mapping) or not isinstance(state.get("generator"), torch.Tensor):
+            raise ValueError("environment state lacks 'episode' or 'generator'")
+        scene_id = episode.get("scene_id")
+        if not isinstance(scene_id, torch.Tensor) or tuple(scene_id.shape) != (self.num_worlds,):
+            raise ValueError(
+                f"environment state 'scene_id' does not hold one scene per world ({self.num_worlds})"
+            )
+        if int(scene_id.min()) < 0 or int(scene_id.max()) >= self.pool.num_scenes:
+            raise ValueError(
+                f"environment state names scene {int(scene_id.max())}, "
+                f"this pool has {self.pool.num_scenes} scenes"
+            )
+        self.reset_worlds(torch.arange(self.num_worlds, device=self.device), scene_id.to(self.device))
+        load_tensors_state(self, episode, self.EPISODE_STATE)
+        self._next_serial = int(state.get("next_serial", 0))
+        self.generator.set_state(state["generator"])
+        self.engine.load_state_dict(state["engine"])
 
     def _road_friction(self, scene_ids: torch.Tensor) -> torch.Tensor:
         """Friction of new episodes: the scenes' own, or randomized water films on their surfaces."""

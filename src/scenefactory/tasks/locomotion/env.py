@@ -15,8 +15,9 @@ Phases of :meth:`Go1Env.step`, in this order:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -82,7 +83,9 @@ class Go1Env:
         self.index = go1.Go1Index.from_model(self.model)
         self.sim = BatchedSim(self.model, cfg.num_envs, nthread)
         self._qpos, self._qvel = self.sim.bind("qpos"), self.sim.bind("qvel")
-        self._ctrl, self._sensordata = self.sim.bind("ctrl"), self.sim.bind("sensordata")
+        self._ctrl, self._sensor_view = self.sim.bind("ctrl"), self.sim.bind("sensordata")
+        self._sensordata = self._sensor_view
+        """The sensors read by the task: MuJoCo's live output, or a restored copy until the next step."""
         self.rng = np.random.default_rng(seed)
         self.randomizer = Randomizer(self.sim, self.index, cfg.randomization, cfg.physics_hz)
         n, j = cfg.num_envs, go1.NUM_JOINTS
@@ -182,6 +185,8 @@ class Go1Env:
         self._qvel[ids] = qvel
         self._ctrl[ids] = 0.0
         self.sim.forward(ids)
+        if self._sensordata is not self._sensor_view:  # a restored copy: these robots start afresh
+            self._sensordata[ids] = self._sensor_view[ids]
         self.actions[ids] = 0.0
         self.prev_actions[ids] = 0.0
         self._prev_target[ids] = self.q_home
@@ -196,6 +201,90 @@ class Go1Env:
             self._push_timer[ids] = self.rng.uniform(*self.cfg.pushes.interval_s, n)
         frame = obs_terms.actor_frame(self._read_state_arrays(), self.cfg.noise, self.rng)[ids]
         self._history[ids] = frame[:, None, :]
+
+    STATE = (
+        "command",
+        "actions",
+        "prev_actions",
+        "_prev_target",
+        "_prev_qvel",
+        "_torque",
+        "_air_time",
+        "_last_contact",
+        "step_count",
+        "_cmd_timer",
+        "_push_timer",
+        "_ep_track",
+        "_history",
+    )
+    """The task's own per-robot arrays that the next steps read."""
+    RANDOMIZER_STATE = (
+        "friction",
+        "link_mass_scale",
+        "trunk_added_mass_kg",
+        "trunk_com_offset_m",
+        "motor_strength",
+        "kp_scale",
+        "kd_scale",
+        "latency_steps",
+        "joint_friction_scale",
+    )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the next steps depend on, as plain data: MuJoCo's state and per-world model
+        fields, the drawn parameters, the task's arrays, the curriculum and the generator. Between
+        iterations (when the curriculum has consumed the ended episodes) this is the whole state."""
+        return {
+            "sim": self.sim.state_dict(),
+            "task": {f: torch.from_numpy(np.array(getattr(self, f), copy=True)) for f in self.STATE},
+            "randomizer": {
+                f: torch.from_numpy(np.array(getattr(self.randomizer, f), copy=True))
+                for f in self.RANDOMIZER_STATE
+            },
+            "curriculum": [self.lin_fraction, self.yaw_fraction],
+            "rng": self.rng.bit_generator.state,
+            "held_command": None
+            if self._held_command is None
+            else torch.from_numpy(self._held_command.copy()),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (every array checked before any is written); ``ValueError``
+        names what does not fit."""
+        pairs = []
+        for group, owner, names in (
+            ("task", self, self.STATE),
+            ("randomizer", self.randomizer, self.RANDOMIZER_STATE),
+        ):
+            saved = state.get(group)
+            if not isinstance(saved, Mapping):
+                raise ValueError(f"Go1 environment state lacks '{group}'")
+            for f in names:
+                arr, value = getattr(owner, f), saved.get(f)
+                if not isinstance(value, torch.Tensor) or tuple(value.shape) != arr.shape:
+                    got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                    raise ValueError(
+                        f"Go1 environment state '{group}.{f}' is {got}, this one holds {arr.shape}"
+                    )
+                pairs.append((arr, value.numpy()))
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]  # raises ValueError or TypeError on a foreign state
+        lin, yaw = (float(v) for v in state["curriculum"])
+        sensors = state["sim"].get("sensordata") if isinstance(state.get("sim"), Mapping) else None
+        if not isinstance(sensors, torch.Tensor) or tuple(sensors.shape) != self._sensor_view.shape:
+            raise ValueError(
+                f"Go1 environment state lacks 'sim.sensordata' of shape {self._sensor_view.shape}"
+            )
+        self.sim.load_state_dict(state["sim"], set_const=self.randomizer.cfg is not None)
+        # the sensors as the saved run's last substep left them, until the next physics step
+        self._sensordata = sensors.numpy().copy()
+        for arr, value in pairs:
+            arr[...] = value
+        self.rng = rng
+        self.lin_fraction, self.yaw_fraction = lin, yaw
+        held = state.get("held_command")
+        self._held_command = None if held is None else held.numpy().copy()
+        self._ended_track.clear()
 
     def push(self, ids: np.ndarray, vel_xy_w: np.ndarray) -> None:
         """Add ``vel_xy_w`` (n, 2) [m/s] to the trunk's world-frame velocity of robots ``ids``."""
@@ -264,6 +353,7 @@ class Go1Env:
         self.prev_actions = self.actions.copy()
         self.actions = np.clip(a, -cfg.action_clip, cfg.action_clip)
         target = self.q_home + cfg.action_scale * self.actions
+        self._sensordata = self._sensor_view
         self._due_pushes()
         rnd = self.randomizer
         kp = (cfg.kp * rnd.kp_scale)[:, None]
