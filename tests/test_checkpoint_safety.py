@@ -83,7 +83,7 @@ def _commands(ckpt: Path, out: Path) -> list[list[str]]:
     d = str(ckpt)
     return [
         ["eval", "drive", "--checkpoint", d, "--episodes", "1", "--out", str(out / "e")],
-        ["render", "drive", "--checkpoint", d, "--out", str(out / "r")],
+        ["render", "drive", "--checkpoint", d, "--out", str(out / "r.gif")],
         ["eval", "go1", "--checkpoint", d, "--out", str(out / "g")],
         ["render", "go1", "--checkpoint", d, "--out", str(out / "rg")],
         ["export", "go1", "--checkpoint", d, "--out", str(out / "x")],
@@ -91,6 +91,19 @@ def _commands(ckpt: Path, out: Path) -> list[list[str]]:
         ["train", "go1", "--init-from", d, "--iterations", "1", "--envs", "4", "--out", str(out / "i")],
         ["train", "go1", "--teacher", d, "--iterations", "1", "--envs", "4", "--out", str(out / "t")],
         ["collect", "drive", "--engine", "kinematic", "--checkpoint", d, "--out", str(out / "c")],
+        ["bench", "drive", "--engine", "learned", "--dynamics-model", d, "--out", str(out / "b.json")],
+        [
+            "eval",
+            "drive",
+            "--policy",
+            "expert",
+            "--engine",
+            "learned",
+            "--dynamics-model",
+            d,
+            "--out",
+            str(out / "l"),
+        ],
         ["experiment", "transfer", "--quick", "--checkpoint", f"kinematic={d}", "--out", str(out / "xp")],
     ]
 
@@ -104,6 +117,24 @@ def test_every_command_refuses_a_malicious_checkpoint(
         line = cli_error(*argv)
         assert "evil.pt" in line, (argv, line)
         assert not marker.exists(), argv
+
+
+def test_grounding_weights_and_dataset_shards_are_never_unpickled(tmp_path: Path) -> None:
+    import numpy as np
+
+    from scenefactory.errors import UserError
+    from scenefactory.grounding.dataset import _read_shard
+    from scenefactory.rl.checkpoint import safe_torch_load
+
+    marker = tmp_path / "pwned"
+    evil = _malicious(tmp_path / "weights.pt", marker)
+    with pytest.raises(CheckpointError, match="refused"):
+        safe_torch_load(evil, evil.read_bytes())
+    shard = tmp_path / "shard_00000.npz"
+    np.savez(shard, obs=np.array([_Payload(marker)], dtype=object))
+    with pytest.raises(UserError, match=r"shard_00000.npz: not a readable dataset shard"):
+        _read_shard(shard)
+    assert not marker.exists()
 
 
 def test_train_resume_refuses_a_planted_latest(tmp_path: Path, cli_error: Any) -> None:

@@ -114,12 +114,15 @@ def load_grounding(folder: Path) -> tuple[GroundedModel, dict[str, Any]]:
             f"{w_path}: does not match field 'weights_sha256' of {cfg_path} (a different or damaged "
             f"weights file); re-run 'scenefactory ground'"
         )
+    from scenefactory.rl.checkpoint import require_finite_state, safe_torch_load
+
+    state = require_finite_state(safe_torch_load(w_path, blob), w_path, "weights")
     try:
-        state = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
         model.load_state_dict(state)
-    except Exception as exc:  # torch raises many types for files it cannot read or weights that do not fit
+    except RuntimeError as exc:
+        msg = " ".join(str(exc).split())[:200]
         raise CheckpointError(
-            f"{w_path}: weights do not fit the {method.value} model of {cfg_path} ({exc})"
-        ) from exc
+            f"{w_path}: weights do not fit the {method.value} model of {cfg_path} ({msg})"
+        ) from None
     model.eval()
     return model, config

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -181,6 +182,16 @@ def collect(
     return meta
 
 
+def _read_shard(path: Path) -> dict[str, np.ndarray]:
+    """One ``.npz`` shard of plain arrays (``allow_pickle=False``: object arrays are refused)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        msg = " ".join(str(exc).split())[:200]
+        raise UserError(f"{path}: not a readable dataset shard ({type(exc).__name__}: {msg})") from None
+
+
 def load_transitions(folder: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """All shards of a dataset folder concatenated, and its metadata; clear errors if malformed."""
     meta_path = folder / "meta.json"
@@ -194,6 +205,6 @@ def load_transitions(folder: Path) -> tuple[dict[str, np.ndarray], dict[str, Any
     files = sorted(folder.glob("shard_*.npz"))
     if len(files) != meta["shards"]:
         raise UserError(f"{folder}: {len(files)} shard files, meta.json says {meta['shards']}")
-    parts = [dict(np.load(f)) for f in files]
+    parts = [_read_shard(f) for f in files]
     data = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
     return data, meta

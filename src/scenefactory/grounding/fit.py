@@ -305,16 +305,24 @@ def load_dynamics_model(path: Path) -> tuple[DynamicsModel, dict[str, Any]]:
         raise CheckpointError(
             f"{path}: no such dynamics model file (make one with 'scenefactory fit-dynamics')"
         )
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a file it cannot unpickle
-        raise CheckpointError(f"{path}: not a readable torch file ({exc})") from exc
+    from scenefactory.rl.checkpoint import require_finite_state, require_keys, safe_torch_load
+
+    blob = safe_torch_load(path)
     if not isinstance(blob, dict) or blob.get("format") != MODEL_FORMAT:
         found = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
         raise CheckpointError(
             f"{path}: format {found!r}, expected {MODEL_FORMAT!r} (a fit-dynamics model.pt)"
         )
-    model = make_model(_config_from_dict(blob["config"]))
-    model.load_state_dict(blob["state_dict"])
+    require_keys(blob, path, ("config", "state_dict", "metrics"))
+    try:
+        model = make_model(_config_from_dict(blob["config"]))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: field 'config' is invalid ({type(exc).__name__}: {exc})") from None
+    state = require_finite_state(blob["state_dict"], path, "state_dict")
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        msg = " ".join(str(exc).split())[:200]
+        raise CheckpointError(f"{path}: weights do not fit its config ({msg})") from None
     model.eval()
     return model, blob["metrics"]

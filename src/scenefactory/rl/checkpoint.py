@@ -90,25 +90,30 @@ def _unpickler_reason(exc: BaseException) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:200]
 
 
-def read_checkpoint_file(p: Path) -> dict[str, Any]:
-    """One checkpoint file, read with the restricted unpickler; no fallback."""
+def safe_torch_load(p: Path, blob: bytes | None = None) -> Any:
+    """``torch.load(weights_only=True)`` of file ``p`` (or of ``blob``, named ``p`` in messages): a
+    file holding Python objects is refused before any is built (:class:`CheckpointError`), a torn
+    or foreign one is :class:`_UnreadableError`; both one line naming ``p``."""
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols before refusing them
             warnings.simplefilter("ignore", UserWarning)
-            data = torch.load(p, map_location="cpu", weights_only=True)
+            return torch.load(p if blob is None else io.BytesIO(blob), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         reason = _unpickler_reason(exc)
         if "GLOBAL" in reason or "global" in reason:
             raise CheckpointError(
                 f"{p}: refused to load: it holds Python objects other than tensors and plain data, which "
-                f"could run code; scenefactory checkpoints never do ({reason})"
+                f"could run code; scenefactory files never do ({reason})"
             ) from None
-        raise _UnreadableError(f"{p}: not a readable torch checkpoint ({reason})") from None
+        raise _UnreadableError(f"{p}: not a readable torch file ({reason})") from None
     except Exception as exc:  # torch raises many types for a torn or foreign file
         msg = " ".join(str(exc).split())[:160] or "empty or truncated file"
-        raise _UnreadableError(
-            f"{p}: not a readable torch checkpoint ({type(exc).__name__}: {msg})"
-        ) from None
+        raise _UnreadableError(f"{p}: not a readable torch file ({type(exc).__name__}: {msg})") from None
+
+
+def read_checkpoint_file(p: Path) -> dict[str, Any]:
+    """One checkpoint file, read with the restricted unpickler; no fallback."""
+    data = safe_torch_load(p)
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{p}: not a scenefactory checkpoint (expected format '{CHECKPOINT_FORMAT}')")
     return data
