@@ -72,7 +72,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_malicious_checkpoint_is_refused_without_running(tmp_path: Path, legacy: bool) -> None:
     marker = tmp_path / "pwned"
     path = _malicious(tmp_path / "evil.pt", marker, legacy)
-    with pytest.raises(CheckpointError, match="refused|not a readable") as err:
+    with pytest.raises(CheckpointError, match=r"refused|not a readable") as err:
         load_checkpoint(path)
     assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
     assert not marker.exists()
@@ -304,7 +304,7 @@ def test_a_corrupt_latest_falls_back_to_the_newest_readable_model(
     # the newest is damaged too: the one before it
     (ckpts / "model_2.pt").write_bytes(b"")
     (ckpts / "model_1.pt").write_bytes(b"")
-    with pytest.raises(CheckpointError, match="no model_<N>.pt beside it is readable"):
+    with pytest.raises(CheckpointError, match=r"no model_<N>\.pt beside it is readable"):
         load_checkpoint(tmp_path)
 
 

@@ -12,9 +12,34 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from scenefactory import go1_cli
-from scenefactory.argtypes import positive_int as _positive
+from scenefactory.argtypes import (
+    DRIVE_SEED,
+    FRACTION,
+    LAG_STEPS,
+    MAX_AGENTS,
+    MAX_BENCH_STEPS,
+    MAX_BUDGET,
+    MAX_EPOCHS,
+    MAX_HISTORY,
+    MAX_ITERATIONS,
+    MAX_POLICY_SEEDS,
+    MAX_SCENE_AGENTS,
+    MAX_SCENES,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_THREADS,
+    MAX_WORKERS,
+    MAX_WORLDS,
+    PHYSICS_HZ,
+    POLICY_HZ,
+    IntRange,
+    check_flags,
+    positive,
+    train_scenes,
+)
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS
@@ -24,26 +49,27 @@ ENGINE_HELP = (
     "or grounded (--grounding)"
 )
 LAG_HELP = "actuator lag: apply each action this many policy steps late (any engine)"
+PHYSICS_HELP = "mujoco physics rate [Hz]: a multiple of the policy rate, 100 to 1000"
+
+WORLDS = positive(MAX_WORLDS)
+AGENTS = positive(MAX_AGENTS, "procedural scenes place up to 32")
+SCENE_AGENTS = positive(MAX_SCENE_AGENTS)
+ITERATIONS = positive(MAX_ITERATIONS)
+SCENES = positive(MAX_SCENES, "scenes are built up front, ~20 ms each")
 
 
-def _nonnegative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
+class UsageError(UserError):
+    """A flag argparse refused: unknown, missing, or a value of the wrong kind."""
 
 
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a rate in Hz, got '{text}'") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive rate in Hz, got {value}")
-    return value
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line: :meth:`error` raises :class:`UsageError` (``main``
+    prints ``scenefactory: error: <message>`` and returns 2) instead of printing the usage and
+    exiting. Every subcommand's parser is one too: ``add_subparsers`` makes them of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the message (which names the flag) on one line, with where to find the usage."""
+        raise UsageError(f"{' '.join(message.split())} (see '{self.prog} --help')")
 
 
 def _tier_path(text: str) -> tuple[str, Path]:
@@ -72,16 +98,19 @@ def _engine(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (names are a contract relied on by docs and tools)."""
-    p = argparse.ArgumentParser(prog="scenefactory", description="Batched driving simulation for RL.")
+    p = Parser(prog="scenefactory", description="Batched driving simulation for RL.")
     p.add_argument(
-        "--threads", type=_positive, default=None, help="torch CPU threads (default: torch's choice)"
+        "--threads",
+        type=positive(MAX_THREADS),
+        default=None,
+        help="torch CPU threads (default: torch's choice)",
     )
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="train, evaluate and render on the embedded default scenes")
     d.add_argument("--out", type=Path, default=Path("runs/demo"))
-    d.add_argument("--iterations", type=_positive, default=None, help="override the demo's PPO iterations")
-    d.add_argument("--eval-scenes", type=_positive, default=None, help="override the held-out scene count")
+    d.add_argument("--iterations", type=ITERATIONS, default=None, help="override the demo's PPO iterations")
+    d.add_argument("--eval-scenes", type=SCENES, default=None, help="override the held-out scene count")
 
     v = sub.add_parser("validate", help="physics checks of a model")
     vt = v.add_subparsers(dest="task", required=True)
@@ -92,29 +121,35 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(PRESETS),
         help="road condition preset (repeatable; default: dry, wet, ice)",
     )
-    vv.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
+    vv.add_argument("--physics-hz", type=PHYSICS_HZ, default=DEFAULT_PHYSICS_HZ, help=PHYSICS_HELP)
     vv.add_argument("--out", type=Path, required=True)
 
     c = sub.add_parser("convert", help="WOMD scenario shards -> scene files (JSON, MJCF, USD)")
     c.add_argument("inputs", nargs="+", help="scenario TFRecord files or globs")
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--format", default="json", help="comma-separated: json,mjcf,usd (default json)")
-    c.add_argument("--workers", type=_positive, default=1, help="worker processes (one shard each)")
-    c.add_argument("--max-agents", type=_positive, default=32, help="controlled agents per scene")
-    c.add_argument("--skip-bad", action="store_true", help="exit 0 even if some input was corrupt")
+    c.add_argument(
+        "--workers", type=positive(MAX_WORKERS), default=1, help="worker processes (one shard each)"
+    )
+    c.add_argument("--max-agents", type=SCENE_AGENTS, default=32, help="controlled agents per scene")
+    c.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="exit 0 even if some records or scenarios were bad (listed in summary.json)",
+    )
     c.add_argument("--ray", default=None, metavar="ADDRESS", help="run on an existing Ray cluster")
 
     col = sub.add_parser("collect", help="record transition datasets for learned dynamics")
     colt = col.add_subparsers(dest="task", required=True)
     cd = colt.add_parser("drive", help="transitions of driving agents under a policy mix")
     cd.add_argument("--engine", type=_engine, default="mujoco", help=ENGINE_HELP)
-    cd.add_argument("--worlds", type=_positive, default=32)
-    cd.add_argument("--agents", type=_positive, default=4)
-    cd.add_argument("--steps", type=_positive, default=200, help="policy steps to record")
+    cd.add_argument("--worlds", type=WORLDS, default=32)
+    cd.add_argument("--agents", type=AGENTS, default=4)
+    cd.add_argument("--steps", type=positive(MAX_STEPS), default=200, help="policy steps to record")
     cd.add_argument("--checkpoint", type=Path, default=None, help="trained policy for the mix (optional)")
-    cd.add_argument("--seed", type=int, default=0)
-    cd.add_argument("--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]")
-    cd.add_argument("--action-lag-steps", type=_nonnegative, default=0, help=LAG_HELP)
+    cd.add_argument("--seed", type=DRIVE_SEED, default=0)
+    cd.add_argument("--physics-hz", type=PHYSICS_HZ, default=DEFAULT_PHYSICS_HZ, help=PHYSICS_HELP)
+    cd.add_argument("--action-lag-steps", type=LAG_STEPS, default=0, help=LAG_HELP)
     cd.add_argument("--out", type=Path, required=True)
     cl = colt.add_parser("logs", help="transitions of the logged drivers of converted scenes (WOMD)")
     cl.add_argument("--scenes", type=Path, required=True, help="folder of converted scene JSON files")
@@ -123,19 +158,23 @@ def build_parser() -> argparse.ArgumentParser:
     fd = sub.add_parser("fit-dynamics", help="fit a learned dynamics model to a transition dataset")
     fd.add_argument("--data", type=Path, required=True, help="folder written by 'collect drive'")
     fd.add_argument("--model", default="mlp", help="mlp | gru | transformer | residual")
-    fd.add_argument("--history", type=_positive, default=None, help="history length (default per model)")
-    fd.add_argument("--epochs", type=_positive, default=10)
-    fd.add_argument("--seed", type=int, default=0)
+    fd.add_argument(
+        "--history", type=positive(MAX_HISTORY), default=None, help="history length (default per model)"
+    )
+    fd.add_argument("--epochs", type=positive(MAX_EPOCHS), default=10)
+    fd.add_argument("--seed", type=IntRange(0, MAX_SEED), default=0)
     fd.add_argument("--out", type=Path, required=True)
 
     gr = sub.add_parser("ground", help="correct the kinematic tier toward target transitions")
     gr.add_argument("--method", required=True, help="none | dr | sysid | markov | gat | history")
     gr.add_argument("--data", type=Path, required=True, help="target transition dataset ('collect')")
-    gr.add_argument("--budget", type=_positive, default=None, help="target transitions to use (default all)")
-    gr.add_argument("--seed", type=int, default=0)
-    gr.add_argument("--steps", type=_positive, default=2000, help="training steps of the networks")
-    gr.add_argument("--alpha", type=float, default=0.5, help="gat: ã = (1-α)a + α·g(s, a)")
-    gr.add_argument("--history", type=_positive, default=8, help="history: steps the GRU reads")
+    gr.add_argument(
+        "--budget", type=positive(MAX_BUDGET), default=None, help="target transitions to use (default all)"
+    )
+    gr.add_argument("--seed", type=IntRange(0, MAX_SEED), default=0)
+    gr.add_argument("--steps", type=positive(MAX_STEPS), default=2000, help="training steps of the networks")
+    gr.add_argument("--alpha", type=FRACTION, default=0.5, help="gat: ã = (1-α)a + α·g(s, a)")
+    gr.add_argument("--history", type=positive(MAX_HISTORY), default=8, help="history: steps the GRU reads")
     gr.add_argument("--out", type=Path, required=True)
 
     x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
@@ -151,19 +190,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="a trained policy to use instead of training one (repeatable: one per seed)",
     )
     x.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of a few minutes")
-    x.add_argument("--seeds", type=_positive, default=None, help="training seeds per policy kind")
-    x.add_argument("--episodes", type=_positive, default=None, help="held-out scenes per evaluation")
-    x.add_argument("--iterations", type=_positive, default=None, help="PPO iterations of policies trained")
+    x.add_argument(
+        "--seeds", type=positive(MAX_POLICY_SEEDS), default=None, help="training seeds per policy kind"
+    )
+    x.add_argument("--episodes", type=SCENES, default=None, help="held-out scenes per evaluation")
+    x.add_argument("--iterations", type=ITERATIONS, default=None, help="PPO iterations of policies trained")
     x.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON (log-grounding)")
-    x.add_argument("--seed", type=int, default=0, help="first training seed, and the evaluation seed")
+    x.add_argument("--seed", type=DRIVE_SEED, default=0, help="first training seed, and the evaluation seed")
     x.add_argument(
         "--action-lag-steps",
-        type=_nonnegative,
+        type=LAG_STEPS,
         default=None,
         help="grounding: the target's actuator lag in policy steps (default 3)",
     )
     x.add_argument(
-        "--budget", type=_positive, default=None, help="grounding: target transitions per grounding fit"
+        "--budget",
+        type=positive(MAX_BUDGET),
+        default=None,
+        help="grounding: target transitions per grounding fit",
     )
     x.add_argument(
         "--dynamics-model",
@@ -202,24 +246,22 @@ def build_parser() -> argparse.ArgumentParser:
         go1_cli.add_task_parser(name, tasks)
         t = tasks.add_parser("drive", help="multi-agent goal reaching on procedural scenes")
         t.add_argument("--engine", type=_engine, default="kinematic", help=ENGINE_HELP)
-        t.add_argument("--seed", type=int, default=0)
-        t.add_argument(
-            "--physics-hz", type=_rate, default=DEFAULT_PHYSICS_HZ, help="mujoco physics rate [Hz]"
-        )
+        t.add_argument("--seed", type=DRIVE_SEED, default=0)
+        t.add_argument("--physics-hz", type=PHYSICS_HZ, default=DEFAULT_PHYSICS_HZ, help=PHYSICS_HELP)
         t.add_argument(
             "--dynamics-model", default=None, help="model.pt of 'fit-dynamics' for --engine learned"
         )
         t.add_argument(
             "--grounding", default=None, help="folder of 'scenefactory ground' for --engine grounded"
         )
-        t.add_argument("--action-lag-steps", type=_nonnegative, default=0, help=LAG_HELP)
+        t.add_argument("--action-lag-steps", type=LAG_STEPS, default=0, help=LAG_HELP)
         if name == "train":
-            t.add_argument("--worlds", type=_positive, default=128)
-            t.add_argument("--agents", type=_positive, default=8)
-            t.add_argument("--iterations", type=_positive, default=150)
+            t.add_argument("--worlds", type=WORLDS, default=128)
+            t.add_argument("--agents", type=AGENTS, default=8)
+            t.add_argument("--iterations", type=ITERATIONS, default=150)
             t.add_argument(
                 "--train-scenes",
-                type=int,
+                type=IntRange(0, MAX_SCENES, SCENES.note),
                 default=None,
                 help="procedural training scenes (default 120, or 0 with --scenes)",
             )
@@ -233,23 +275,29 @@ def build_parser() -> argparse.ArgumentParser:
                 default="checkpoint",
                 help="'expert' replays the scenes' driving logs via the kinematic inverse (needs --scenes)",
             )
-            t.add_argument("--agents", type=_positive, default=8, help="agents per world for --policy expert")
-            t.add_argument("--episodes", type=_positive, default=100, help="held-out scenes to play")
+            t.add_argument(
+                "--agents", type=SCENE_AGENTS, default=8, help="agents per world for --policy expert"
+            )
+            t.add_argument("--episodes", type=SCENES, default=100, help="held-out scenes to play")
             t.add_argument("--scenes", type=Path, default=None, help="evaluate on this folder of scene JSON")
-            t.add_argument("--worlds", type=_positive, default=64, help="worlds run in parallel")
+            t.add_argument("--worlds", type=WORLDS, default=64, help="worlds run in parallel")
             t.add_argument("--out", type=Path, required=True)
         elif name == "bench":
-            t.add_argument("--worlds", type=_positive, default=256)
-            t.add_argument("--agents", type=_positive, default=16)
-            t.add_argument("--steps", type=_positive, default=30, help="timed steps after warm-up")
+            t.add_argument("--worlds", type=WORLDS, default=256)
+            t.add_argument("--agents", type=AGENTS, default=16)
+            t.add_argument(
+                "--steps", type=positive(MAX_BENCH_STEPS), default=30, help="timed steps after warm-up"
+            )
             t.add_argument("--baseline", action="store_true", help="non-vectorized reference")
-            t.add_argument("--policy-hz", type=_rate, default=10.0, help="policy (control) rate [Hz]")
+            t.add_argument("--policy-hz", type=POLICY_HZ, default=10.0, help="policy (control) rate [Hz]")
             t.add_argument("--out", type=Path, required=True)
         else:
             t.add_argument("--checkpoint", type=Path, default=None)
             t.add_argument("--policy", choices=("checkpoint", "expert"), default="checkpoint")
-            t.add_argument("--agents", type=_positive, default=8, help="agents per world for --policy expert")
-            t.add_argument("--panels", type=_positive, default=4, help="scenes shown side by side (1-4)")
+            t.add_argument(
+                "--agents", type=SCENE_AGENTS, default=8, help="agents per world for --policy expert"
+            )
+            t.add_argument("--panels", type=IntRange(1, 4), default=4, help="scenes shown side by side (1-4)")
             t.add_argument("--scenes", type=Path, default=None, help="render scenes of this folder")
             t.add_argument("--out", type=Path, required=True)
     go1_cli.add_commands(sub)
@@ -257,11 +305,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the command; raises :class:`UserError` on bad input."""
-    args = build_parser().parse_args(argv)
+    """Parse ``argv``, check the flags (:func:`check_flags`) and run the command; raises
+    :class:`UserError` on bad input, before any work."""
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        where = " ".join(
+            ["scenefactory", args.command, *([args.task] if getattr(args, "task", None) else [])]
+        )
+        raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see '{where} --help')")
     import torch
 
     from scenefactory import drive
+
+    check_flags(args)
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -282,9 +338,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             agents=args.agents,
             iterations=args.iterations,
             seed=args.seed,
-            num_train_scenes=args.train_scenes
-            if args.train_scenes is not None
-            else (0 if args.scenes else 120),
+            num_train_scenes=train_scenes(args),
             physics_hz=args.physics_hz,
             scenes_dir=args.scenes,
             dynamics_model=args.dynamics_model,
@@ -335,13 +389,31 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
     elif args.command == "convert":
-        summary = drive.convert(args.inputs, args.out, args.format, args.workers, args.max_agents, args.ray)
+        from scenefactory.errors import warn
+        from scenefactory.scenes.womd.batch import ConvertInterrupted
+
+        try:
+            summary = drive.convert(
+                args.inputs, args.out, args.format, args.workers, args.max_agents, args.ray
+            )
+        except ConvertInterrupted as stop:
+            print(
+                f"scenefactory: convert {stop}: workers ended; what was written is listed in"
+                f" {args.out / 'summary.json'} and index.json",
+                file=sys.stderr,
+            )
+            return 128 + stop.signum
         print(json.dumps({k: summary[k] for k in ("files", "scenarios_read", "converted")}))
-        skipped, corrupt = len(summary["skipped"]), len(summary["corrupt"])
-        print(f"skipped {skipped}, corrupt {corrupt}: {args.out / 'summary.json'}")
-        for problem in summary["corrupt"]:
-            print(f"scenefactory: corrupt input: {problem}", file=sys.stderr)
-        return 1 if summary["corrupt"] and not args.skip_bad else 0
+        errors = summary["errors"]
+        print(f"skipped {len(summary['skipped'])}, errors {len(errors)}: {args.out / 'summary.json'}")
+        for message in summary["warnings"]:
+            warn(message)
+        shown = 20  # the rest are in summary.json
+        for problem in errors[:shown]:
+            print(f"scenefactory: bad input: {problem['error']}", file=sys.stderr)
+        if len(errors) > shown:
+            print(f"scenefactory: ... and {len(errors) - shown} more errors in summary.json", file=sys.stderr)
+        return 1 if errors and not args.skip_bad else 0
     elif args.command == "collect":
         meta = drive.collect_logs(args.scenes, args.out) if args.task == "logs" else drive.collect(args)
         print(json.dumps({k: meta[k] for k in ("engine", "transitions", "shards", "policies_used")}))

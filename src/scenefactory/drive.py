@@ -21,19 +21,39 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from scenefactory.argtypes import policy_steps
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
-from scenefactory.errors import UserError
+from scenefactory.errors import UserError, warn
 from scenefactory.evaluation.bench import bench_drive
 from scenefactory.evaluation.plots import plot_learning_curve, plot_metric_bars
 from scenefactory.evaluation.render import render_episodes_gif
 from scenefactory.evaluation.rollout import evaluate, record_episodes
 from scenefactory.io import write_json
-from scenefactory.rl.ppo import IterationStats, PPOConfig, Trainer, TrainSpec, load_policy, spec_to_dict
+from scenefactory.rl.ppo import (
+    IterationStats,
+    PPOConfig,
+    Trainer,
+    TrainSpec,
+    load_policy,
+    resume_checkpoint,
+    spec_to_dict,
+)
 from scenefactory.scenes.library import load_scene_dir, procedural_scenes
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 console = Console(stderr=True)
+
+TRAIN_SCENES = 120
+"""Procedural training scenes of ``train drive`` and the demo unless told otherwise."""
+POLICY_HZ = 1.0 / DrivingTaskConfig().dt_s
+"""The driving task's policy rate [Hz] (``--policy-hz`` on ``bench`` changes it there only)."""
+BENCH_SCENES = 24
+"""Procedural training scenes ``bench drive`` cycles through (from ``--seed``)."""
+COLLECT_SCENES = 60
+"""Procedural training scenes ``collect drive`` records on (from ``--seed``)."""
+RENDER_SEED_OFFSET = 7
+"""``render drive`` of a checkpoint shows evaluation scenes from ``--seed`` + this."""
 
 METRIC_KEYS = (
     "goal_reach_rate",
@@ -68,7 +88,7 @@ class TrainArgs:
     agents: int = 8
     iterations: int = 150
     seed: int = 0
-    num_train_scenes: int = 120
+    num_train_scenes: int = TRAIN_SCENES
     physics_hz: float = DEFAULT_PHYSICS_HZ
     scenes_dir: Path | None = None
     dynamics_model: str | None = None
@@ -120,12 +140,13 @@ def training_scenes(spec: TrainSpec, scenes_dir: Path | None) -> list[Scene]:
 def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
     """Train (or resume) a driving policy; writes checkpoints, history, TensorBoard and a curve."""
     spec = make_spec(args, ppo)
+    resume = resume_checkpoint(spec, args.out)  # a foreign or unsafe checkpoint fails before any work
     source = "" if args.scenes_dir is None else f" plus the scenes in {args.scenes_dir}"
     console.print(
         f"building {spec.num_train_scenes} procedural training scenes{source} (seed {spec.seed}) ..."
     )
     scenes = training_scenes(spec, args.scenes_dir)
-    trainer = Trainer(spec, scenes, args.out)
+    trainer = Trainer(spec, scenes, args.out, checkpoint=resume)
     if trainer.iteration:
         console.print(f"resuming {args.out} at iteration {trainer.iteration}/{spec.iterations}")
     with _progress() as bar:
@@ -146,6 +167,29 @@ def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
         trainer.history, Path(args.out) / "learning_curve.png", title=f"train drive ({spec.engine})"
     )
     return trainer
+
+
+def check_policy_rate(task: DrivingTaskConfig, physics_hz: float) -> None:
+    """``UserError`` unless the checkpoint's policy step is a whole number of physics steps."""
+    hz = 1.0 / task.dt_s
+    policy_steps(physics_hz, hz, f"the checkpoint's {hz:g} Hz policy")
+
+
+def agents_left_out(scenes: list[Scene], k: int, source: Path | None, flag: str) -> int:
+    """Warn (one line on stderr) when scenes hold more controlled agents than the ``k`` slots of a
+    world, and return how many agents are left out: only each scene's first ``k`` are driven and
+    scored. ``flag`` says where ``k`` comes from (the checkpoint's agents per world, ``--agents``)."""
+    over = [sc for sc in scenes if sc.num_agents > k]
+    if not over:
+        return 0
+    dropped = sum(sc.num_agents - k for sc in over)
+    most = max(sc.num_agents for sc in over)
+    warn(
+        f"{len(over)} of {len(scenes)} scenes in {source} hold more controlled agents than {flag} "
+        f"({k}), up to {most}: only the first {k} of each are driven and scored, {dropped} agents "
+        "are left out"
+    )
+    return dropped
 
 
 def eval_scenes(num: int, agents: int, seed: int, scenes_dir: Path | None = None) -> list[Scene]:
@@ -174,7 +218,12 @@ def evaluate_checkpoint(
         raise UserError(f"--episodes must be a positive integer, got {episodes}")
     policy = load_policy(checkpoint)
     task = policy.task_cfg
+    check_policy_rate(task, physics_hz)
+    if scenes_dir is None:
+        console.print(f"building {episodes} held-out procedural scenes (seed {seed}) ...")
     scenes = eval_scenes(episodes, task.agents_per_world, seed, scenes_dir)
+    k = task.agents_per_world
+    left_out = agents_left_out(scenes, k, scenes_dir, "the checkpoint's agents per world")
     t0 = time.perf_counter()
     with _progress() as bar:
         job = bar.add_task(f"eval drive ({engine})", total=len(scenes), info="")
@@ -203,6 +252,7 @@ def evaluate_checkpoint(
             "seed": seed,
             "scene_split": "eval" if scenes_dir is None else f"dir:{scenes_dir}",
             "agents_per_world": task.agents_per_world,
+            "agents_left_out": left_out,
             "wall_s": time.perf_counter() - t0,
         }
     )
@@ -243,6 +293,7 @@ def render(
             raise UserError("render drive needs --checkpoint PATH, or --policy expert with --scenes DIR")
         task = DrivingTaskConfig(agents_per_world=agents)
         scenes = eval_scenes(panels, agents, seed, scenes_dir)
+        agents_left_out(scenes, agents, scenes_dir, "--agents")
         records = record_episodes(
             EXPERT,
             task,
@@ -256,7 +307,10 @@ def render(
         )
     else:
         policy = load_policy(checkpoint)
-        scenes = eval_scenes(panels, policy.task_cfg.agents_per_world, seed + 7, scenes_dir)
+        check_policy_rate(policy.task_cfg, physics_hz)
+        k = policy.task_cfg.agents_per_world
+        scenes = eval_scenes(panels, k, seed + RENDER_SEED_OFFSET, scenes_dir)
+        agents_left_out(scenes, k, scenes_dir, "the checkpoint's agents per world")
         records = record_episodes(
             policy.act,
             policy.task_cfg,
@@ -290,6 +344,10 @@ def bench(
     for name, v in (("worlds", worlds), ("agents", agents), ("steps", steps)):
         if v < 1:
             raise UserError(f"--{name} must be a positive integer, got {v}")
+    console.print(
+        f"bench drive ({engine}{', baseline' if baseline else ''}): {worlds} worlds x {agents} agents, "
+        f"timing {steps} steps after a warm-up ..."
+    )
     result = bench_drive(
         engine,
         worlds,
@@ -297,6 +355,7 @@ def bench(
         baseline=baseline,
         steps=steps,
         seed=seed,
+        num_scenes=BENCH_SCENES,
         physics_hz=physics_hz,
         policy_hz=policy_hz,
         dynamics_model=dynamics_model,
@@ -309,7 +368,9 @@ def bench(
 
 # ------------------------------------------------------------------------------------------ demo
 
-DEMO = TrainArgs(out=Path("runs/demo"), worlds=128, agents=8, iterations=200, seed=0, num_train_scenes=120)
+DEMO = TrainArgs(
+    out=Path("runs/demo"), worlds=128, agents=8, iterations=200, seed=0, num_train_scenes=TRAIN_SCENES
+)
 DEMO_EVAL_SCENES = 120
 
 
@@ -390,6 +451,7 @@ def evaluate_expert(
         raise UserError(
             f"no scene in {scenes_dir} carries a driving log: nothing for --policy expert to replay"
         )
+    agents_left_out(scenes, agents, scenes_dir, "--agents")
     task = DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=agents)
     metrics, _ = evaluate(EXPERT, task, scenes, engine=engine, physics_hz=physics_hz)
     metrics.update({"engine": engine, "policy": EXPERT, "scene_split": f"dir:{scenes_dir}"})
@@ -401,27 +463,36 @@ def evaluate_expert(
 def convert(
     inputs: list[str], out: Path, formats: str, workers: int, max_agents: int, ray_address: str | None = None
 ) -> dict[str, Any]:
-    """``scenefactory convert``: WOMD shards → scene files, with a progress bar over shards."""
-    from scenefactory.scenes.womd.batch import convert_files, expand_inputs, parse_formats
+    """``scenefactory convert``: WOMD shards → scene files, with a progress bar over shards.
+
+    Raises ``UserError`` before converting anything for bad arguments, and
+    :class:`~scenefactory.scenes.womd.batch.ConvertInterrupted` on SIGINT/SIGTERM once the workers
+    have ended and ``summary.json``/``index.json`` are written (see ``scenes.womd.batch``).
+    """
+    from scenefactory.scenes.womd.batch import convert_files, parse_formats, prepare
 
     fmts = parse_formats(formats)
-    total = len(expand_inputs(inputs))
+    files = prepare(inputs, out)  # user errors surface here, before the progress bar starts
+    total = len(files)
     with _progress() as bar:
         job = bar.add_task("convert", total=total, info="")
-        done = [0, 0]
+        done = [0, 0, 0]
 
         def on_shard(rep: dict[str, Any]) -> None:
             done[0] += 1
             done[1] += len(rep["converted"])
-            bar.update(job, completed=done[0], info=f"{done[1]} scenes")
+            done[2] += len(rep["errors"])
+            bar.update(job, completed=done[0], info=f"{done[1]} scenes, {done[2]} errors")
 
-        return convert_files(inputs, out, fmts, workers, max_agents, on_shard, ray_address)
+        return convert_files(files, out, fmts, workers, max_agents, on_shard, ray_address)
 
 
 def collect(args: Any) -> dict[str, Any]:
     """``scenefactory collect drive``: a transition dataset (see ``grounding.dataset``)."""
     from scenefactory.grounding.dataset import collect as collect_transitions
 
+    if args.checkpoint is not None:
+        load_policy(args.checkpoint)  # a foreign or unsafe checkpoint fails before any work
     with _progress() as bar:
         job = bar.add_task(f"collect ({args.engine})", total=args.steps, info="")
         return collect_transitions(
@@ -432,6 +503,7 @@ def collect(args: Any) -> dict[str, Any]:
             steps=args.steps,
             seed=args.seed,
             checkpoint=args.checkpoint,
+            num_scenes=COLLECT_SCENES,
             physics_hz=args.physics_hz,
             progress=lambda done, total: bar.update(job, completed=done),
             action_lag_steps=args.action_lag_steps,

@@ -12,19 +12,41 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scenefactory.argtypes import non_negative_float, non_negative_int, probability
-from scenefactory.argtypes import positive_int as _positive
+from scenefactory.argtypes import (
+    MAX_BENCH_STEPS,
+    MAX_ENVS,
+    MAX_EPISODES,
+    MAX_HIDDEN,
+    MAX_HISTORY,
+    MAX_ITERATIONS,
+    MAX_LATENCY_MS,
+    MAX_RENDER_S,
+    MAX_RUN_S,
+    MAX_SCALE,
+    MAX_SEED,
+    MAX_WEIGHT,
+    PROBABILITY,
+    FloatRange,
+    IntRange,
+    positive,
+)
+
+SEED = IntRange(0, MAX_SEED)
+ENVS = positive(MAX_ENVS)
+EPISODES = positive(MAX_EPISODES)
+LATENCY_MS = FloatRange(0.0, MAX_LATENCY_MS, what="a latency in ms")
+SCALE = FloatRange(0.0, MAX_SCALE, what="a scale")
+WEIGHT = FloatRange(-MAX_WEIGHT, MAX_WEIGHT, what="a weight")
 
 
 def _term_weight(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected TERM=WEIGHT, e.g. action_rate=-0.03, got {text!r}")
     try:
-        if not sep or not name:
-            raise ValueError
-        return name, float(value)
-    except ValueError:
-        msg = f"expected TERM=WEIGHT, e.g. action_rate=-0.03, got '{text}'"
-        raise argparse.ArgumentTypeError(msg) from None
+        return name, WEIGHT(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"TERM=WEIGHT {name}: {exc}") from None
 
 
 def add_task_parser(command: str, tasks: Any) -> None:
@@ -36,11 +58,11 @@ def add_task_parser(command: str, tasks: Any) -> None:
         "render": "MP4 of a Go1 policy walking through a command sequence",
     }
     t = tasks.add_parser("go1", help=helps[command])
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=SEED, default=0)
     t.add_argument("--out", type=Path, required=True)
     if command == "train":
-        t.add_argument("--envs", type=_positive, default=1024, help="robots simulated in parallel")
-        t.add_argument("--iterations", type=_positive, default=1500)
+        t.add_argument("--envs", type=ENVS, default=1024, help="robots simulated in parallel")
+        t.add_argument("--iterations", type=positive(MAX_ITERATIONS), default=1500)
         t.add_argument(
             "--no-robustness",
             action="store_true",
@@ -48,19 +70,19 @@ def add_task_parser(command: str, tasks: Any) -> None:
         )
         t.add_argument(
             "--pure-turn-prob",
-            type=probability,
+            type=PROBABILITY,
             default=0.0,
             help="share of commands that turn on the spot (default 0: uniform commands)",
         )
         t.add_argument(
             "--yaw-precision-weight",
-            type=non_negative_float,
+            type=FloatRange(0.0, MAX_WEIGHT, what="a weight"),
             default=0.0,
             help="weight of the fine yaw-tracking kernel, sigma 0.01 (default 0: off)",
         )
         t.add_argument(
             "--joint-friction-dr",
-            type=non_negative_float,
+            type=SCALE,
             nargs=2,
             default=(1.0, 1.0),
             metavar=("LOW", "HIGH"),
@@ -68,7 +90,7 @@ def add_task_parser(command: str, tasks: Any) -> None:
         )
         t.add_argument(
             "--latency-ms",
-            type=non_negative_float,
+            type=LATENCY_MS,
             nargs=2,
             default=None,
             metavar=("LOW", "HIGH"),
@@ -84,7 +106,7 @@ def add_task_parser(command: str, tasks: Any) -> None:
         )
         t.add_argument(
             "--history",
-            type=_positive,
+            type=positive(MAX_HISTORY),
             default=None,
             help="frames stacked in the actor's observation (default 3; the exported policy follows)",
         )
@@ -100,10 +122,12 @@ def add_task_parser(command: str, tasks: Any) -> None:
             default=None,
             help="a recurrent actor: this layer before the actor MLP (default: feed-forward)",
         )
-        t.add_argument("--rnn-hidden", type=_positive, default=64, help="hidden width of --rnn (default 64)")
+        t.add_argument(
+            "--rnn-hidden", type=positive(MAX_HIDDEN), default=64, help="hidden width of --rnn (default 64)"
+        )
         t.add_argument(
             "--critic-warmup",
-            type=non_negative_int,
+            type=IntRange(0, MAX_ITERATIONS),
             default=0,
             help="first N PPO iterations train only the critic (use when --init-from gives a distilled "
             "actor and no critic)",
@@ -122,27 +146,31 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "instead of PPO; fine-tune the result with --init-from",
         )
     elif command == "bench":
-        t.add_argument("--envs", type=_positive, default=1024)
-        t.add_argument("--steps", type=_positive, default=50)
+        t.add_argument("--envs", type=ENVS, default=1024)
+        t.add_argument("--steps", type=positive(MAX_BENCH_STEPS), default=50)
     else:
         t.add_argument("--checkpoint", type=Path, default=None, help="policy (default: the shipped one)")
         if command == "eval":
-            t.add_argument("--episodes", type=_positive, default=64, help="episodes per table row")
+            t.add_argument("--episodes", type=EPISODES, default=64, help="episodes per table row")
             t.add_argument("--quick", action="store_true", help="short episodes, a smoke test")
             t.add_argument(
                 "--latency-ms",
-                type=non_negative_float,
+                type=LATENCY_MS,
                 default=0.0,
                 help="action latency in every robot [ms], whole 5 ms physics steps up to 20 (default 0)",
             )
             t.add_argument(
                 "--joint-scale",
-                type=non_negative_float,
+                type=SCALE,
                 default=1.0,
                 help="joint damping and dry friction x this in every robot (default 1)",
             )
         if command == "render":
-            t.add_argument("--seconds", type=float, default=16.0)
+            t.add_argument(
+                "--seconds",
+                type=FloatRange(0.1, MAX_RENDER_S, what="a length in s", note="frames are held in memory"),
+                default=16.0,
+            )
 
 
 def add_commands(sub: Any) -> None:
@@ -158,9 +186,14 @@ def add_commands(sub: Any) -> None:
     dg.add_argument(
         "--policy", type=Path, default=None, help="folder written by 'export go1' (default: export now)"
     )
-    dg.add_argument("--episodes", type=_positive, default=8, help="runs per command")
-    dg.add_argument("--seconds", type=float, default=10.0, help="length of each run")
-    dg.add_argument("--seed", type=int, default=0)
+    dg.add_argument("--episodes", type=EPISODES, default=8, help="runs per command")
+    dg.add_argument(
+        "--seconds",
+        type=FloatRange(0.1, MAX_RUN_S, what="a length in s"),
+        default=10.0,
+        help="length of each run",
+    )
+    dg.add_argument("--seed", type=SEED, default=0)
     dg.add_argument(
         "--decompose",
         action="store_true",

@@ -86,6 +86,12 @@ def train_spec(
         lat_lo, lat_hi = options.latency_ms
         if not 0 <= lat_lo <= lat_hi:
             raise UserError(f"--latency-ms must be LOW HIGH with 0 <= LOW <= HIGH, got {lat_lo} {lat_hi}")
+        period_ms = 1000.0 / base.policy_hz
+        if lat_hi > period_ms:
+            raise UserError(
+                f"--latency-ms: HIGH must be at most one policy period ({period_ms:g} ms; a longer "
+                f"latency acts as {period_ms:g} ms), got {lat_hi:g}"
+            )
         rnd = replace(rnd, latency_s=(lat_lo / 1000.0, lat_hi / 1000.0))
     task = replace(
         base,
@@ -176,7 +182,7 @@ def evaluate(
         cfg = ev.EvalConfig(episodes=episodes, latency_ms=latency_ms, joint_scale=joint_scale)
         ev.condition(policy.task_cfg, cfg)
     except ValueError as exc:
-        raise UserError(f"eval go1: {exc}") from exc
+        raise UserError(f"eval go1 --latency-ms {latency_ms:g} --joint-scale {joint_scale:g}: {exc}") from exc
     if quick:
         cfg = ev.quick(cfg)
     world = "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions"
@@ -406,6 +412,7 @@ def bench(envs: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
 
     from scenefactory.tasks.locomotion.env import Go1Env
 
+    print(f"bench go1: {envs} robots, timing {steps} steps after a warm-up ...", file=sys.stderr)
     env = Go1Env(Go1TaskConfig(num_envs=envs), seed=seed)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(5):

@@ -98,15 +98,37 @@ class ExperimentArgs:
     def resolve(self, full: Sizes, quick: Sizes) -> Sizes:
         """The run's sizes: ``sizes``, or the quick or full preset, with the flag overrides."""
         base = self.sizes or (quick if self.quick else full)
-        return replace(
+        sizes = replace(
             base,
             seeds=self.seeds or base.seeds,
             episodes=self.episodes or base.episodes,
             iterations=self.iterations or base.iterations,
         )
+        self.check_scene_range(sizes)
+        return sizes
+
+    def check_scene_range(self, sizes: Sizes) -> None:
+        """``UserError`` naming the flags unless the procedural scenes of a run at ``sizes`` stay in
+        their seed ranges: each trained seed ``s`` trains on scenes ``s .. s + train_scenes − 1``
+        of the training range, and every evaluation plays ``--seed .. --seed + episodes − 1``."""
+        from scenefactory.argtypes import check_scene_range
+
+        n = sizes.seeds - 1 + sizes.train_scenes
+        check_scene_range(
+            "train",
+            self.seed,
+            n,
+            f"--seed {self.seed} with --seeds {sizes.seeds} of {sizes.train_scenes} scenes each",
+        )
+        check_scene_range(
+            "eval", self.seed, sizes.episodes, f"--seed {self.seed} with --episodes {sizes.episodes}"
+        )
 
     def checkpoints_by_kind(self, kinds: Sequence[str]) -> dict[str, list[Path]]:
-        """Given checkpoints grouped by kind; an unknown kind or a missing file is a ``UserError``."""
+        """Given checkpoints grouped by kind; an unknown kind, a missing, unsafe or foreign file is a
+        ``UserError``."""
+        from scenefactory.rl.ppo import load_policy
+
         out: dict[str, list[Path]] = {k: [] for k in kinds}
         for kind, path in self.checkpoints:
             if kind not in out:
@@ -116,6 +138,10 @@ class ExperimentArgs:
                 )
             if not Path(path).exists():
                 raise UserError(f"--checkpoint {kind}={path}: checkpoint not found")
+            try:  # read (safely) and checked now: a bad file fails before any training
+                load_policy(path)
+            except UserError as exc:
+                raise UserError(f"--checkpoint {kind}={path}: {exc}") from None
             out[kind].append(Path(path))
         return out
 

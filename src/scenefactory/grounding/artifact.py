@@ -116,7 +116,7 @@ def load_grounding(folder: Path) -> tuple[GroundedModel, dict[str, Any]]:
         )
     from scenefactory.rl.checkpoint import require_finite_state, safe_torch_load
 
-    state = require_finite_state(safe_torch_load(w_path, blob), w_path, "weights")
+    state = require_finite_state(safe_torch_load(w_path, blob), w_path, "weights", allow_empty=True)
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:

@@ -187,10 +187,12 @@ def require_int(data: Mapping[str, Any], path: str | os.PathLike[str], key: str,
     return value
 
 
-def require_finite_state(state: Any, path: str | os.PathLike[str], key: str) -> dict[str, torch.Tensor]:
+def require_finite_state(
+    state: Any, path: str | os.PathLike[str], key: str, allow_empty: bool = False
+) -> dict[str, torch.Tensor]:
     """A saved ``state_dict`` of tensors with only finite values, or an error naming the entry."""
-    if not isinstance(state, Mapping) or not state:
-        raise CheckpointError(f"{path}: checkpoint field '{key}' is not a non-empty dict of tensors")
+    if not isinstance(state, Mapping) or not (state or allow_empty):
+        raise CheckpointError(f"{path}: checkpoint field '{key}' is not a dict of tensors")
     for name, value in state.items():
         if not isinstance(value, torch.Tensor):
             raise CheckpointError(f"{path}: '{key}.{name}' is a {type(value).__name__}, expected a tensor")

@@ -469,6 +469,49 @@ class IterationStats:
         return out
 
 
+RESUME_KEYS = (
+    "task",
+    "ppo",
+    "engine",
+    "physics_hz",
+    "dynamics_model",
+    "grounding",
+    "action_lag_steps",
+    "seed",
+    "num_train_scenes",
+    "scene_source",
+)
+"""What a resumed run must share with the saved one (``iterations`` may grow)."""
+
+
+def resume_checkpoint(spec: TrainSpec, out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The checkpoint a run of ``spec`` in ``out_dir`` resumes from, or ``None`` for a fresh run; a
+    run made with other settings is a :class:`CheckpointError` naming the first that differs. Cheap:
+    callers check this before building any scene."""
+    ckpt_dir = Path(out_dir) / "checkpoints"
+    if not ((ckpt_dir / LATEST).exists() or iteration_files(ckpt_dir)):
+        return None
+    path = ckpt_dir / LATEST
+    data = load_checkpoint(path)
+    saved = data.get("spec")
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path}: checkpoint lacks its run's 'spec' (not a training checkpoint?)")
+    saved = dict(saved)
+    if isinstance(saved.get("ppo"), dict):
+        try:
+            saved["ppo"] = saved_ppo_dict(saved["ppo"])
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"{path}: its run's 'spec.ppo' does not fit this version: {exc}") from None
+    mine = json.loads(json.dumps(spec_to_dict(spec)))
+    for key in RESUME_KEYS:
+        if saved.get(key) != mine.get(key):
+            raise CheckpointError(
+                f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
+                f"(use another --out folder or the same settings)"
+            )
+    return data
+
+
 class Trainer:
     """PPO on a driving task with checkpoints, resume, TensorBoard and a history file.
 
@@ -476,8 +519,15 @@ class Trainer:
     ``checkpoints/model_<it>.pt`` and ``checkpoints/latest.pt`` (atomic), ``tensorboard/``.
     """
 
-    def __init__(self, spec: TrainSpec, scenes: Sequence[Scene], out_dir: str | os.PathLike[str]) -> None:
-        """Build env and algorithm; resume from ``out_dir/checkpoints/latest.pt`` if it exists."""
+    def __init__(
+        self,
+        spec: TrainSpec,
+        scenes: Sequence[Scene],
+        out_dir: str | os.PathLike[str],
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        """Build env and algorithm; resume from ``out_dir/checkpoints/latest.pt`` if it exists
+        (or from ``checkpoint``, what :func:`resume_checkpoint` returned for this run)."""
         self.spec = spec
         self.out = Path(out_dir)
         self.ckpt_dir = self.out / "checkpoints"
@@ -499,33 +549,12 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self._ret_sum = torch.zeros(self.vec.num_envs)
         """Reward summed over each agent's episode so far (``mean_reward`` of finished episodes)."""
-        if (self.ckpt_dir / LATEST).exists() or iteration_files(self.ckpt_dir):
-            self._resume(self.ckpt_dir / LATEST)
+        data = checkpoint if checkpoint is not None else resume_checkpoint(spec, self.out)
+        if data is not None:
+            self._resume(data)
 
-    def _resume(self, path: Path) -> None:
-        data = load_checkpoint(path)
-        saved = data.get("spec")
-        mine = spec_to_dict(self.spec)
-        keys = (
-            "task",
-            "ppo",
-            "engine",
-            "physics_hz",
-            "dynamics_model",
-            "grounding",
-            "action_lag_steps",
-            "seed",
-            "num_train_scenes",
-            "scene_source",
-        )
-        if saved is not None and "ppo" in saved:
-            saved["ppo"] = saved_ppo_dict(saved["ppo"])
-        for key in keys:
-            if saved is None or saved.get(key) != json.loads(json.dumps(mine.get(key))):
-                raise CheckpointError(
-                    f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
-                    f"(use another --out folder or the same settings)"
-                )
+    def _resume(self, data: dict[str, Any]) -> None:
+        path = self.ckpt_dir / LATEST
         require_keys(data, path, ("iteration", "env_steps", "torch_rng", "env_rng"))
         try:
             self.alg.load(data, None, strict=True)
