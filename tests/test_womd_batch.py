@@ -52,8 +52,10 @@ def test_corrupt_shard_keeps_what_was_good_and_exits_nonzero(tmp_path: Path) -> 
     out = tmp_path / "out"
     assert main(["convert", str(a), "--out", str(out)]) == 1
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["converted"] == 2 and len(summary["corrupt"]) == 1
-    assert "record 2 at byte offset" in summary["corrupt"][0] and "a.tfrecord" in summary["corrupt"][0]
+    assert summary["converted"] == 2 and len(summary["errors"]) == 1
+    error = summary["errors"][0]
+    assert error["record"] == 2 and error["file"].endswith("a.tfrecord")
+    assert f"record 2 at byte offset {error['offset']}" in error["error"] and "a.tfrecord" in error["error"]
     assert main(["convert", str(a), "--out", str(out), "--skip-bad"]) == 0
     assert main(["convert", str(tmp_path / "nothing*.tfrecord"), "--out", str(out)]) == 2
     assert main(["convert", str(a), "--format", "json,obj", "--out", str(out)]) == 2

@@ -65,8 +65,9 @@ def test_round_trip_json_and_expert_replay_on_both_engines(tmp_path: Path) -> No
 
 
 def test_zero_controllable_vehicles_and_missing_boundaries() -> None:
-    scene, report = scenario_to_scene(make_scenario("s4", 0))
-    assert scene.num_agents == 0 and report.controlled_agents == 0
+    """A scenario with nothing to drive is refused (the tools cannot run a scene without agents)."""
+    with pytest.raises(ScenarioConversionError, match="'s4' has no controllable agent"):
+        scenario_to_scene(make_scenario("s4", 0))
     sc = make_scenario("s5", 1)
     lone = LaneCenter(type=LaneCenter.TYPE_FREEWAY, polyline=[MapPoint(x=0, y=50), MapPoint(x=10, y=50)])
     sc.map_features.append(MapFeature(id=42, lane=lone))

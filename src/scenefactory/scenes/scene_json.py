@@ -1,7 +1,10 @@
 """The versioned JSON form of a :class:`~scenefactory.scenes.scene.Scene`: lossless save and load.
 
 Floats are written with Python's shortest round-trip repr and re-padded on load; every problem in
-a file is reported with the file and the field path (``SceneFormatError``).
+a file is reported with the file and the field path (``SceneFormatError``). Every number must be
+finite and plausible (the bounds of :mod:`scenefactory.scenes.plausibility`, named in the error),
+and a scene must hold at least one lane and one controlled agent. ``save_scene`` applies the same
+checks before it writes, so it never writes a file that ``load_scene`` refuses.
 """
 
 from __future__ import annotations
@@ -16,6 +19,19 @@ import numpy as np
 
 from scenefactory.errors import SceneFormatError
 from scenefactory.io import atomic_write_text
+from scenefactory.scenes.plausibility import (
+    ANGLE,
+    COORDINATE,
+    FRICTION,
+    LANE_WIDTH,
+    LENGTH,
+    LOG_STEP,
+    ROUTE_LENGTH,
+    SPEED,
+    WATER_FILM,
+    WIDTH,
+    Bound,
+)
 from scenefactory.scenes.roadgraph import RoadGraph, RoadGraphError
 from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, make_scene
 
@@ -103,7 +119,7 @@ def _replay_to_dict(rep: ReplayLog) -> dict[str, Any]:
 
 
 def _replay_from_dict(r: _Reader, data: Any) -> ReplayLog:
-    dt = r.number(r.get(data, "dt_s", "replay"), "replay.dt_s")
+    dt = r.number(r.get(data, "dt_s", "replay"), "replay.dt_s", LOG_STEP)
     objs = r.get(data, "objects", "replay")
     if not isinstance(objs, list):
         raise r.fail("replay.objects", "a list of replayed objects", objs)
@@ -113,7 +129,7 @@ def _replay_from_dict(r: _Reader, data: Any) -> ReplayLog:
         p = f"replay.objects[{i}]"
         xy = r.xy(r.get(o, "xy", p), f"{p}.xy")
         steps = len(xy) if steps is None else steps
-        vel = r.xy(r.get(o, "vel_xy", p), f"{p}.vel_xy")
+        vel = r.xy(r.get(o, "vel_xy", p), f"{p}.vel_xy", bound=SPEED)
         yaw = r.get(o, "yaw", p)
         valid = r.get(o, "valid", p)
         if len(xy) != steps or len(vel) != steps or not isinstance(yaw, list) or len(yaw) != steps:
@@ -122,10 +138,10 @@ def _replay_from_dict(r: _Reader, data: Any) -> ReplayLog:
             raise r.fail(f"{p}.valid", f"a list of {steps} booleans", valid)
         cols["xy"].append(xy)
         cols["vel"].append(vel)
-        cols["yaw"].append([r.number(v, f"{p}.yaw") for v in yaw])
+        cols["yaw"].append([r.number(v, f"{p}.yaw[{j}]", ANGLE) for j, v in enumerate(yaw)])
         cols["valid"].append(valid)
-        cols["length"].append(r.number(r.get(o, "length_m", p), f"{p}.length_m"))
-        cols["width"].append(r.number(r.get(o, "width_m", p), f"{p}.width_m"))
+        cols["length"].append(r.number(r.get(o, "length_m", p), f"{p}.length_m", LENGTH))
+        cols["width"].append(r.number(r.get(o, "width_m", p), f"{p}.width_m", WIDTH))
         kind = r.get(o, "kind", p)
         if not isinstance(kind, int) or isinstance(kind, bool):
             raise r.fail(f"{p}.kind", "an integer object type", kind)
@@ -160,7 +176,7 @@ def _log_to_dict(scene: Scene) -> dict[str, Any]:
 
 
 def _log_from_dict(r: _Reader, data: Any, num_agents: int) -> AgentLog:
-    dt = r.number(r.get(data, "dt_s", "log"), "log.dt_s")
+    dt = r.number(r.get(data, "dt_s", "log"), "log.dt_s", LOG_STEP)
     rows = r.get(data, "agents", "log")
     if not isinstance(rows, list) or len(rows) != num_agents:
         raise r.fail("log.agents", f"a list of {num_agents} agent logs (one per agent)", rows)
@@ -172,11 +188,11 @@ def _log_from_dict(r: _Reader, data: Any, num_agents: int) -> AgentLog:
         steps = len(xy) if steps is None else steps
         if len(xy) != steps:
             raise r.fail(f"{p}.xy", f"{steps} points like the other agents' logs", len(xy))
-        for key in ("yaw", "speed"):
+        for key, bound in (("yaw", ANGLE), ("speed", SPEED)):
             vals = r.get(row, key, p)
             if not isinstance(vals, list) or len(vals) != steps:
                 raise r.fail(f"{p}.{key}", f"a list of {steps} numbers", vals)
-            cols[key].append(np.array([r.number(v, f"{p}.{key}") for v in vals]))
+            cols[key].append(np.array([r.number(v, f"{p}.{key}[{j}]", bound) for j, v in enumerate(vals)]))
         valid = r.get(row, "valid", p)
         if not isinstance(valid, list) or len(valid) != steps or not all(isinstance(v, bool) for v in valid):
             raise r.fail(f"{p}.valid", f"a list of {steps} booleans", valid)
@@ -211,19 +227,26 @@ class _Reader:
             raise self.fail(f"{path}.{key}" if path else key, "to be present (missing)")
         return obj[key]
 
-    def number(self, value: Any, path: str) -> float:
+    def number(self, value: Any, path: str, bound: Bound | None = None) -> float:
+        """``value`` as a float: a finite number, inside ``bound`` when one is given."""
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise self.fail(path, "a finite number", value)
+            raise self.fail(path, "a finite number" if bound is None else bound.describe(), value)
+        if bound is not None and not bound.contains(value):
+            raise self.fail(path, bound.describe(), value)
         return float(value)
 
-    def xy(self, value: Any, path: str, min_points: int = 1) -> np.ndarray:
+    def xy(self, value: Any, path: str, min_points: int = 1, bound: Bound = COORDINATE) -> np.ndarray:
+        """A list of [x, y] pairs as an (n, 2) array, each value inside ``bound``."""
         if not isinstance(value, list) or len(value) < min_points:
             raise self.fail(path, f"a list of at least {min_points} [x, y] points", value)
         out = np.zeros((len(value), 2), dtype=np.float64)
         for j, p in enumerate(value):
             if not isinstance(p, list) or len(p) != 2:
                 raise self.fail(f"{path}[{j}]", "an [x, y] pair", p)
-            out[j] = (self.number(p[0], f"{path}[{j}][0]"), self.number(p[1], f"{path}[{j}][1]"))
+            out[j] = (
+                self.number(p[0], f"{path}[{j}][0]", bound),
+                self.number(p[1], f"{path}[{j}][1]", bound),
+            )
         return out
 
     def ints(self, value: Any, path: str) -> list[int]:
@@ -232,6 +255,9 @@ class _Reader:
         ):
             raise self.fail(path, "a list of integers", value)
         return [int(v) for v in value]
+
+
+_POSE = (COORDINATE, COORDINATE, ANGLE)  # spawn_pose = [x_m, y_m, yaw_rad]
 
 
 def _jsonable(value: Any) -> bool:
@@ -265,9 +291,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         w = r.get(lane, "width_m", p)
         if not isinstance(w, list) or len(w) != len(xy):
             raise r.fail(f"{p}.width_m", f"a list of {len(xy)} widths (one per point)", w)
-        widths.append(np.array([r.number(v, f"{p}.width_m") for v in w]))
-        if np.any(widths[-1] <= 0):
-            raise r.fail(f"{p}.width_m", "positive widths", w)
+        widths.append(np.array([r.number(v, f"{p}.width_m[{j}]", LANE_WIDTH) for j, v in enumerate(w)]))
         lanes.append(xy)
         for key, dest in (("entry", entries), ("exit", exits)):
             idx = r.ints(r.get(lane, key, p), f"{p}.{key}")
@@ -305,8 +329,10 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         raise SceneFormatError(f"{source}: {exc}") from exc
 
     agents_d = r.get(data, "agents", "")
-    if not isinstance(agents_d, list):
-        raise r.fail("agents", "a list", agents_d)
+    if not isinstance(agents_d, list) or not agents_d:
+        raise r.fail(
+            "agents", "a non-empty list of controlled agents (the tools need one to drive)", agents_d
+        )
     cols: dict[str, list[Any]] = {
         k: [] for k in ("pose", "speed", "route", "goal", "goal_s", "length", "width")
     }
@@ -315,25 +341,27 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         pose = r.get(a, "spawn_pose", p)
         if not isinstance(pose, list) or len(pose) != 3:
             raise r.fail(f"{p}.spawn_pose", "[x_m, y_m, yaw_rad]", pose)
-        cols["pose"].append(np.array([r.number(v, f"{p}.spawn_pose") for v in pose]))
-        cols["speed"].append(r.number(r.get(a, "spawn_speed_mps", p), f"{p}.spawn_speed_mps"))
+        cols["pose"].append(
+            np.array(
+                [
+                    r.number(v, f"{p}.spawn_pose[{j}]", b)
+                    for j, (v, b) in enumerate(zip(pose, _POSE, strict=True))
+                ]
+            )
+        )
+        cols["speed"].append(r.number(r.get(a, "spawn_speed_mps", p), f"{p}.spawn_speed_mps", SPEED))
         cols["route"].append(r.xy(r.get(a, "route_xy", p), f"{p}.route_xy", min_points=2))
         goal = r.get(a, "goal_xy", p)
         if not isinstance(goal, list) or len(goal) != 2:
             raise r.fail(f"{p}.goal_xy", "[x_m, y_m]", goal)
-        cols["goal"].append(np.array([r.number(v, f"{p}.goal_xy") for v in goal]))
-        cols["goal_s"].append(r.number(r.get(a, "goal_s_m", p), f"{p}.goal_s_m"))
-        for key, col in (("length_m", "length"), ("width_m", "width")):
-            v = r.number(r.get(a, key, p), f"{p}.{key}")
-            if v <= 0:
-                raise r.fail(f"{p}.{key}", "a positive size in metres", v)
-            cols[col].append(v)
-    friction = r.number(r.get(data, "friction", ""), "friction")
-    water_film = r.number(data.get("water_film_mm", 0.0), "water_film_mm")
-    if water_film < 0:
-        raise r.fail("water_film_mm", "a water film depth >= 0 mm", water_film)
-    if friction <= 0:
-        raise r.fail("friction", "a positive friction coefficient", friction)
+        cols["goal"].append(
+            np.array([r.number(v, f"{p}.goal_xy[{j}]", COORDINATE) for j, v in enumerate(goal)])
+        )
+        cols["goal_s"].append(r.number(r.get(a, "goal_s_m", p), f"{p}.goal_s_m", ROUTE_LENGTH))
+        cols["length"].append(r.number(r.get(a, "length_m", p), f"{p}.length_m", LENGTH))
+        cols["width"].append(r.number(r.get(a, "width_m", p), f"{p}.width_m", WIDTH))
+    friction = r.number(r.get(data, "friction", ""), "friction", FRICTION)
+    water_film = r.number(data.get("water_film_mm", 0.0), "water_film_mm", WATER_FILM)
     surface = r.get(data, "surface", "")
     name = r.get(data, "name", "")
     params = data.get("params", {})
@@ -378,8 +406,23 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
 
 
 def save_scene(scene: Scene, path: str | os.PathLike[str]) -> None:
-    """Write a scene as versioned JSON, atomically."""
-    atomic_write_text(path, json.dumps(scene_to_dict(scene), indent=1))
+    """Write a scene as versioned JSON, atomically; refuse (write nothing) what ``load_scene`` would.
+
+    Raises:
+        SceneFormatError: naming ``path`` and the field, if the scene holds a non-finite or
+            implausible number (see :mod:`scenefactory.scenes.plausibility`), no lane or no agent,
+            or ``params`` that JSON cannot carry.
+    """
+    data = scene_to_dict(scene)
+    scene_from_dict(data, f"{path} (not written)")  # the checks load_scene applies
+    try:
+        text = json.dumps(data, indent=1, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SceneFormatError(
+            f"{path} (not written): field 'params': expected plain JSON values (finite numbers,"
+            f" strings, lists, objects): {exc}"
+        ) from exc
+    atomic_write_text(path, text)
 
 
 def load_scene(path: str | os.PathLike[str]) -> Scene:

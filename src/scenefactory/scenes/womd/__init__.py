@@ -1,6 +1,7 @@
 """Waymo Open Motion Dataset (WOMD) scenario files, read locally without TensorFlow.
 
-- ``tfrecord``: TFRecord framing (streaming CRC-checked reader, atomic writer).
+- ``tfrecord``: TFRecord framing (streaming CRC-checked readers — one stops at a fault, one reports
+  it and reads on — and an atomic writer).
 - ``scenario_pb2``: generated from our own ``scenario.proto`` (WOMD field numbers); regenerate with
   ``make proto``.
 - ``reader``: ``iter_scenarios`` over a shard, ``scenario_summary``.
@@ -15,8 +16,10 @@ from scenefactory.scenes.womd.scenario_pb2 import MapFeature, Scenario, Track
 from scenefactory.scenes.womd.tfrecord import (
     CorruptRecordError,
     Record,
+    RecordFault,
     iter_records,
     masked_crc32c,
+    scan_records,
     write_records,
 )
 
@@ -24,6 +27,7 @@ __all__ = [
     "CorruptRecordError",
     "MapFeature",
     "Record",
+    "RecordFault",
     "Scenario",
     "ScenarioSummary",
     "Track",
@@ -31,6 +35,7 @@ __all__ = [
     "iter_scenarios",
     "masked_crc32c",
     "parse_scenario",
+    "scan_records",
     "scenario_summary",
     "write_records",
 ]

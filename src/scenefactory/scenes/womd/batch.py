@@ -1,53 +1,95 @@
 """Bulk conversion of WOMD scenario shards (TFRecord of ``Scenario`` or flat ``tf.train.Example``
-records — the flavour is read off the first record — or GPUDrive/Nocturne ``*.json`` files) into
-scene files, one worker process per input file.
+records, judged record by record, or GPUDrive/Nocturne ``*.json`` files) into scene files, one
+input file per worker process.
 
-Each shard is read record by record (never whole). Every scenario that converts is written
-atomically as ``<out>/json/<scenario_id>.json`` (plus ``mjcf/*.xml`` and ``usd/*.usda`` when those
-formats are asked for). A scenario that cannot become a scene (no drivable lanes, …) is skipped with
-its reason; a corrupt record (bad CRC, truncation, unparsable protobuf) stops that shard and is
-reported with file, record index and byte offset — what was converted before it stays written.
-``index.json`` lists every scene file written (merged with an existing index), and
-``summary.json`` what was read, converted and skipped, and why.
+What ``convert`` guarantees — one bad record costs that record only:
+
+- **Records.** Each shard is read record by record (never whole) with
+  :func:`~scenefactory.scenes.womd.tfrecord.scan_records`: a bad CRC, a truncation, an empty or
+  unparsable payload is an error for that stretch of the file and reading goes on at the next
+  valid record.
+- **Scenarios.** Anything that goes wrong inside one scenario — implausible or non-finite values,
+  a ``current_time_index`` outside its steps, a failure while converting or writing it, its worker
+  process dying — is that scenario's error. A scenario that cannot become a scene (no drivable
+  lane, no controllable agent) or repeats a scenario id already converted in this run is skipped
+  with its reason. Every error and skip names the file, record index and byte offset.
+- **Outputs.** Each scene is written atomically as ``json/<stem>.json`` (plus ``mjcf/<stem>.xml``,
+  ``usd/<stem>.usda`` when asked), ``<stem>`` from :func:`scene_file_stem`, only after the checks
+  ``load_scene`` applies pass. ``index.json`` (every scene written, merged with an existing index)
+  and ``summary.json`` (read, converted, skipped, errors, warnings) are written at the end of every
+  run, an interrupted one included; an empty TFRecord file is a warning.
+- **Processes.** SIGINT or SIGTERM ends the workers (see :mod:`scenefactory.scenes.womd.pool`),
+  writes the two files and raises :class:`ConvertInterrupted`.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+import shutil
+import signal
+import string
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from scenefactory.errors import SceneFormatError, UserError
 from scenefactory.io import write_json
 from scenefactory.scenes.scene import Scene
 from scenefactory.scenes.scene_json import save_scene
-from scenefactory.scenes.womd.convert import ScenarioConversionError, scenario_to_scene
-from scenefactory.scenes.womd.gpudrive_json import iter_json_scenarios
-from scenefactory.scenes.womd.tf_example import iter_womd_scenarios
-from scenefactory.scenes.womd.tfrecord import CorruptRecordError
+from scenefactory.scenes.womd.convert import ScenarioConversionError, ScenarioValueError, scenario_to_scene
+from scenefactory.scenes.womd.gpudrive_json import load_gpudrive_json
+from scenefactory.scenes.womd.pool import Emit, ShardTask, run_in_processes
+from scenefactory.scenes.womd.scenario_pb2 import Scenario
+from scenefactory.scenes.womd.tf_example import parse_womd_record
+from scenefactory.scenes.womd.tfrecord import CorruptRecordError, RecordFault, scan_records
 
 FORMATS = ("json", "mjcf", "usd")
+MAX_STEM_CHARS = 100  # + "-" + 12 hex digits + ".usda" stays far below the usual 255-byte name limit
+_SAFE_CHARS = frozenset(string.ascii_letters + string.digits + "-_.")
+_EXTENSIONS = {"json": ("json", "json"), "mjcf": ("mjcf", "xml"), "usd": ("usd", "usda")}
 
 
-def expand_inputs(patterns: Sequence[str]) -> list[Path]:
-    """Files named or matched by ``patterns`` (globs allowed), sorted, duplicates removed."""
+class ConvertInterrupted(KeyboardInterrupt):
+    """``convert`` stopped by SIGINT or SIGTERM (``signum``) after ending its workers and writing
+    ``summary.json`` and ``index.json``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def expand_inputs(patterns: Sequence[str | Path]) -> list[Path]:
+    """Files named or matched by ``patterns``, sorted, duplicates removed.
+
+    A string may be a glob; folders it matches are passed over (``womd/*`` beside an output folder
+    is fine), but one that matches no file is a user error. A :class:`~pathlib.Path` is taken
+    literally. A named input that is not a file is a user error.
+    """
     files: set[Path] = set()
     for pattern in patterns:
-        matches = glob.glob(pattern, recursive=True) if glob.has_magic(pattern) else [pattern]
-        if not matches:
-            raise UserError(f"no input file matches '{pattern}'")
-        for m in matches:
-            p = Path(m)
-            if not p.is_file():
-                raise UserError(
-                    f"input {m!r} is not a file (expected WOMD TFRecord shards or GPUDrive JSON scenarios)"
-                )
-            files.add(p)
+        if isinstance(pattern, str) and glob.has_magic(pattern):
+            matches = [Path(m) for m in glob.glob(pattern, recursive=True)]
+            found = [m for m in matches if m.is_file()]
+            if not found:
+                raise UserError(f"no input file matches '{pattern}'")
+            files.update(found)
+            continue
+        path = Path(pattern)
+        if not path.is_file():
+            what = "does not exist" if not path.exists() else "is not a file"
+            raise UserError(
+                f"input '{path}' {what} (expected WOMD TFRecord shards or GPUDrive JSON scenarios)"
+            )
+        files.add(path)
     return sorted(files)
 
 
@@ -60,51 +102,180 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return formats
 
 
-def _write(scene: Scene, out: Path, formats: Sequence[str]) -> list[str]:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in scene.name)
+def scene_file_stem(name: str) -> str:
+    """The file name (without extension) of the scene called ``name``.
+
+    ``name`` itself when it is 1 to :data:`MAX_STEM_CHARS` characters of ``[A-Za-z0-9._-]`` not
+    starting with ``.`` (every real WOMD scenario id); otherwise those characters (any other as
+    ``_``, cut to :data:`MAX_STEM_CHARS`), ``-`` and the first 12 hex digits of the name's SHA-256,
+    so that distinct names get distinct files and any name fits a file system's name limit.
+    """
+    if 0 < len(name) <= MAX_STEM_CHARS and name[0] != "." and all(c in _SAFE_CHARS for c in name):
+        return name
+    safe = "".join(c if c in _SAFE_CHARS else "_" for c in name)[:MAX_STEM_CHARS].lstrip(".")
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{safe or 'scene'}-{digest}"
+
+
+def _where(path: str, record: int, offset: int) -> str:
+    return f"{path}: record {record} at byte offset {offset}"
+
+
+def _entry(
+    kind: str, task: ShardTask, record: int | None, offset: int | None, **fields: Any
+) -> dict[str, Any]:
+    return {"kind": kind, "file": task.path, "record": record, "offset": offset, **fields}
+
+
+def _failure(exc: BaseException) -> str:
+    """An exception as text: a user error's message is enough, anything else also gets its type."""
+    return str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+
+
+def _records(path: str) -> Iterator[tuple[int, int, Callable[[], Scenario] | str]]:
+    """``(record, offset, parse)`` per record of a file; ``parse`` is the fault message for a bad one."""
+    if path.lower().endswith(".json"):
+        yield 0, 0, partial(load_gpudrive_json, path)
+        return
+    for item in scan_records(path):
+        if isinstance(item, RecordFault):
+            yield item.index, item.offset, item.message
+        else:
+            yield (
+                item.index,
+                item.offset,
+                partial(parse_womd_record, item.data, _where(path, item.index, item.offset)),
+            )
+
+
+def _claim(claims: str | None, stem: str, entry: dict[str, Any]) -> str | None:
+    """Take file name ``stem`` for this run (atomic, across processes); the skip reason if taken."""
+    if claims is None:
+        return None
+    path = Path(claims) / stem
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        try:
+            first = json.loads(path.read_text())
+            first_id = first["scenario_id"]
+            by = f"scenario '{first_id}' from {first['file']} record {first['record']}"
+        except (OSError, ValueError, KeyError, TypeError):  # the first is still writing its claim
+            first_id, by = None, "another record"
+        if first_id == entry["scenario_id"]:
+            return f"duplicate scenario_id '{first_id}': already converted in this run ({by})"
+        return f"its file name '{stem}' is already used in this run by {by}"
+    with os.fdopen(fd, "w") as f:
+        json.dump({k: entry[k] for k in ("scenario_id", "file", "record", "offset")}, f)
+    return None
+
+
+def _release(claims: str | None, stem: str) -> None:
+    if claims is not None:
+        (Path(claims) / stem).unlink(missing_ok=True)
+
+
+def _write(scene: Scene, out: Path, formats: Sequence[str], stem: str) -> list[str]:
     written = []
-    if "json" in formats:
-        save_scene(scene, out / "json" / f"{safe}.json")
-        written.append(f"json/{safe}.json")
-    if "mjcf" in formats:
-        from scenefactory.scenes.export_mjcf import save_mjcf
+    for fmt in formats:
+        folder, ext = _EXTENSIONS[fmt]
+        target = out / folder / f"{stem}.{ext}"
+        if fmt == "json":
+            save_scene(scene, target)
+        elif fmt == "mjcf":
+            from scenefactory.scenes.export_mjcf import save_mjcf
 
-        save_mjcf(scene, out / "mjcf" / f"{safe}.xml")
-        written.append(f"mjcf/{safe}.xml")
-    if "usd" in formats:
-        from scenefactory.scenes.export_usd import scene_to_usd
+            save_mjcf(scene, target)
+        else:
+            from scenefactory.scenes.export_usd import scene_to_usd
 
-        scene_to_usd(scene, out / "usd" / f"{safe}.usda")
-        written.append(f"usd/{safe}.usda")
+            scene_to_usd(scene, target)
+        written.append(f"{folder}/{target.name}")
     return written
 
 
-def convert_shard(path: str, out: str, formats: Sequence[str], max_agents: int) -> dict[str, Any]:
-    """Convert every scenario of one shard (runs in a worker process); returns its report."""
-    report: dict[str, Any] = {"file": path, "read": 0, "converted": [], "skipped": [], "corrupt": None}
-    read = iter_json_scenarios if path.lower().endswith(".json") else iter_womd_scenarios
+def _convert_record(
+    task: ShardTask, record: int, offset: int, parse: Callable[[], Scenario]
+) -> dict[str, Any]:
+    """The result event of one record: ``converted``, ``skipped`` or ``error``, never an exception."""
+    where = _where(task.path, record, offset)
+    # Every failure below is reported as this record's error, with its type when it is not a user
+    # error: one bad scenario must never cost the file, the run or the summary.
     try:
-        for index, offset, scenario in read(path):
-            report["read"] += 1
-            try:
-                scene, conv = scenario_to_scene(scenario, max_agents=max_agents)
-            except ScenarioConversionError as exc:
-                report["skipped"].append({"record": index, "offset": offset, "reason": str(exc)})
-                continue
-            files = _write(scene, Path(out), formats)
-            report["converted"].append(
-                {"scenario_id": scene.name, "record": index, "files": files, "report": asdict(conv)}
-            )
+        scenario = parse()
     except (CorruptRecordError, SceneFormatError) as exc:
-        report["corrupt"] = str(exc)
-    return report
+        return _entry("error", task, record, offset, scenario_id=None, error=str(exc))
+    except Exception as exc:  # reported as this record's error (see above)
+        return _entry("error", task, record, offset, scenario_id=None, error=f"{where}: {_failure(exc)}")
+    sid = scenario.scenario_id
+    try:
+        scene, report = scenario_to_scene(scenario, max_agents=task.max_agents)
+    except ScenarioValueError as exc:
+        return _entry("error", task, record, offset, scenario_id=sid, error=f"{where}: {exc}")
+    except ScenarioConversionError as exc:
+        return _entry("skipped", task, record, offset, scenario_id=sid, reason=str(exc))
+    except Exception as exc:  # reported as this record's error (see above)
+        msg = f"{where}: scenario '{sid}' failed to convert: {_failure(exc)}"
+        return _entry("error", task, record, offset, scenario_id=sid, error=msg)
+    stem = scene_file_stem(scene.name)
+    converted = _entry("converted", task, record, offset, scenario_id=sid, files=[], report=asdict(report))
+    claimed = False
+    try:
+        taken = _claim(task.claims, stem, converted)
+        if taken is not None:
+            return _entry("skipped", task, record, offset, scenario_id=sid, reason=taken)
+        claimed = True
+        converted["files"] = _write(scene, Path(task.out), task.formats, stem)
+    except Exception as exc:  # reported as this record's error (see above)
+        if claimed:
+            _release(task.claims, stem)
+        msg = f"{where}: scenario '{sid}' not written: {_failure(exc)}"
+        return _entry("error", task, record, offset, scenario_id=sid, error=msg)
+    return converted
+
+
+def convert_shard(task: ShardTask, emit: Emit | None = None) -> dict[str, Any]:
+    """Convert every record of one input file (in a worker process, or in-process).
+
+    Every event goes to ``emit`` as it happens (``begin`` before each record, then its result:
+    ``converted``, ``skipped`` or ``error``; ``warning`` for an empty file). Never raises for a bad
+    input. Returns ``{"file": path, "entries": [...]}``, the events less the ``begin`` ones.
+    """
+    entries: list[dict[str, Any]] = []
+
+    def put(entry: dict[str, Any]) -> None:
+        if entry["kind"] != "begin":
+            entries.append(entry)
+        if emit is not None:
+            emit(entry)
+
+    seen = False
+    try:
+        for record, offset, parse in _records(task.path):
+            seen = True
+            if record < task.start_record:
+                continue
+            if isinstance(parse, str):
+                put(_entry("error", task, record, offset, scenario_id=None, error=parse))
+                continue
+            put(_entry("begin", task, record, offset))
+            put(_convert_record(task, record, offset, parse))
+        if not seen:
+            put(
+                {
+                    "kind": "warning",
+                    "file": task.path,
+                    "message": f"{task.path}: empty TFRecord file (no records)",
+                }
+            )
+    except Exception as exc:  # the file cannot be opened or read on: its error, not the run's
+        put(_entry("error", task, None, None, scenario_id=None, error=f"{task.path}: {_failure(exc)}"))
+    return {"file": task.path, "entries": entries}
 
 
 def _convert_on_ray(
-    args: list[tuple[str, str, tuple[str, ...], int]],
-    address: str,
-    on_shard: Callable[[dict[str, Any]], None] | None,
-) -> list[dict[str, Any]]:
+    tasks: list[ShardTask], address: str, on_report: Callable[[dict[str, Any]], None]
+) -> None:
     """One Ray task per shard on the cluster at ``address``; reports in completion order."""
     try:
         import ray
@@ -114,19 +285,134 @@ def _convert_on_ray(
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise UserError(f"--ray {address!r}: cannot connect to a Ray cluster there ({exc})") from exc
-    task = ray.remote(convert_shard)
-    pending = [task.remote(*a) for a in args]
-    reports: list[dict[str, Any]] = []
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        reports.append(ray.get(done[0]))
-        if on_shard is not None:
-            on_shard(reports[-1])
-    return reports
+    remote = ray.remote(convert_shard)
+    pending = [remote.remote(t) for t in tasks]
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            on_report(ray.get(done[0]))
+    finally:
+        for ref in pending:  # interrupted: stop what is still queued or running
+            ray.cancel(ref, force=True)
+
+
+class _Collector:
+    """The parent's record of every event, per input file, in the order they arrive."""
+
+    def __init__(self, files: Sequence[str], on_shard: Callable[[dict[str, Any]], None] | None) -> None:
+        self.entries: dict[str, list[dict[str, Any]]] = {f: [] for f in files}
+        self.on_shard = on_shard
+
+    def add(self, entry: dict[str, Any]) -> None:
+        if entry["kind"] != "begin":
+            self.entries[entry["file"]].append(entry)
+
+    def add_report(self, report: dict[str, Any]) -> None:
+        for entry in report["entries"]:
+            self.add(entry)
+        self.done(report["file"])
+
+    def done(self, file: str) -> None:
+        if self.on_shard is not None:
+            self.on_shard(self.shard_report(file))
+
+    def shard_report(self, file: str) -> dict[str, Any]:
+        """``{"file", "converted", "skipped", "errors", "warnings"}`` of one input file."""
+        by_kind: dict[str, list[dict[str, Any]]] = {
+            "converted": [],
+            "skipped": [],
+            "error": [],
+            "warning": [],
+        }
+        for e in self.entries[file]:
+            by_kind[e["kind"]].append({k: v for k, v in e.items() if k != "kind"})
+        for rows in by_kind.values():
+            rows.sort(key=lambda e: (-1, -1) if e.get("record") is None else (e["record"], e["offset"]))
+        return {
+            "file": file,
+            "converted": by_kind["converted"],
+            "skipped": by_kind["skipped"],
+            "errors": by_kind["error"],
+            "warnings": [w["message"] for w in by_kind["warning"]],
+        }
+
+
+def prepare(inputs: Sequence[str | Path], out: Path) -> list[Path]:
+    """Check what a conversion needs before it starts: the input files (:func:`expand_inputs`), the
+    output folder (created) and its existing ``index.json``; return the input files.
+
+    Raises:
+        UserError: naming the input, folder or file that is wrong.
+    """
+    files = expand_inputs(inputs)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"--out {str(out)!r}: cannot create the output folder ({exc.strerror or exc})"
+        ) from exc
+    _read_index(out)
+    return files
+
+
+def _read_index(out: Path) -> dict[str, Any]:
+    index_path = out / "index.json"
+    if not index_path.exists():
+        return {"scenes": {}}
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(
+            f"{index_path}: cannot read the existing index ({exc}); move it away or use another --out"
+        ) from exc
+    if not isinstance(index, dict) or not isinstance(index.get("scenes"), dict):
+        raise UserError(
+            f"{index_path}: expected an object with a 'scenes' object; move it away or use another --out"
+        )
+    return index
+
+
+class _Stop:
+    """A SIGINT or SIGTERM received inside :func:`_interrupts` (``signum``), and whether its
+    :class:`ConvertInterrupted` waits for the next :meth:`check` (``defer``)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.defer = False
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise ConvertInterrupted(self.signum)
+
+
+@contextmanager
+def _interrupts() -> Iterator[_Stop]:
+    """While inside (main thread only): SIGINT and SIGTERM raise :class:`ConvertInterrupted` at once,
+    or, while ``stop.defer`` is set, at the next ``stop.check()``. A second signal of the same kind
+    gets its previous handling back (a second Ctrl-C stops at once)."""
+    stop = _Stop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous: dict[int, Any] = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signum, previous[signum] or signal.SIG_DFL)
+        stop.signum = signum
+        if not stop.defer:
+            raise ConvertInterrupted(signum)
+
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield stop
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h or signal.SIG_DFL)
 
 
 def convert_files(
-    inputs: Sequence[str],
+    inputs: Sequence[str | Path],
     out: Path,
     formats: Sequence[str] = ("json",),
     workers: int = 1,
@@ -134,42 +420,81 @@ def convert_files(
     on_shard: Callable[[dict[str, Any]], None] | None = None,
     ray_address: str | None = None,
 ) -> dict[str, Any]:
-    """Convert shards in parallel — local worker processes, or the tasks of an existing Ray cluster
-    at ``ray_address`` (inputs and ``out`` must then be on a filesystem every node sees); writes
-    ``index.json`` and ``summary.json``; returns the summary."""
-    files = expand_inputs(inputs)
-    out.mkdir(parents=True, exist_ok=True)
-    reports: list[dict[str, Any]] = []
-    args = [(str(f.resolve()), str(out.resolve()), tuple(formats), max_agents) for f in files]
-    if ray_address is not None:
-        reports = _convert_on_ray(args, ray_address, on_shard)
-    elif workers <= 1 or len(files) == 1:
-        for a in args:
-            reports.append(convert_shard(*a))
-            if on_shard is not None:
-                on_shard(reports[-1])
-    else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(files), os.cpu_count() or 1)) as pool:
-            for rep in pool.map(convert_shard, *zip(*args, strict=True)):
-                reports.append(rep)
-                if on_shard is not None:
-                    on_shard(rep)
-    index_path = out / "index.json"
-    index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.is_file() else {"scenes": {}}
+    """Convert input files (module docstring) in local worker processes, or as the tasks of an
+    existing Ray cluster at ``ray_address`` (inputs and ``out`` must then be on a filesystem every
+    node sees); write ``index.json`` and ``summary.json`` in ``out``; return the summary.
+
+    ``on_shard`` gets each input file's report (:meth:`_Collector.shard_report`) when it is done.
+
+    Raises:
+        UserError: before converting anything, for inputs that match no file, an ``out`` that
+            cannot be a folder, or an existing ``index.json`` that cannot be read.
+        ConvertInterrupted: on SIGINT or SIGTERM, after the workers ended and both files were written.
+    """
+    files = prepare(inputs, out)
+    index = _read_index(out)
+    paths = [str(f.resolve()) for f in files]
+    collector = _Collector(paths, on_shard)
+    claims = tempfile.mkdtemp(prefix=".convert-claims-", dir=out)
+    tasks = [ShardTask(p, str(out.resolve()), tuple(formats), max_agents, claims) for p in paths]
+    interrupted = False
+    try:
+        with _interrupts() as stop:
+            if ray_address is not None:
+                _convert_on_ray(tasks, ray_address, collector.add_report)
+            elif workers <= 1 or len(tasks) == 1:
+                # In-process: a signal takes effect between records, so that every scene written is
+                # one the index lists.
+                stop.defer = True
+
+                def add(entry: dict[str, Any]) -> None:
+                    if entry["kind"] == "begin":
+                        stop.check()
+                    collector.add(entry)
+
+                for task in tasks:
+                    convert_shard(task, add)
+                    collector.done(task.path)
+                stop.check()
+            else:
+                n = min(workers, len(tasks), os.cpu_count() or 1)
+                run_in_processes(
+                    tasks, n, convert_shard, collector.add, lambda task: collector.done(task.path)
+                )
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        shutil.rmtree(claims, ignore_errors=True)
+        summary = _finish(collector, index, out, formats, interrupted)
+    return summary
+
+
+def _finish(
+    collector: _Collector, index: dict[str, Any], out: Path, formats: Sequence[str], interrupted: bool
+) -> dict[str, Any]:
+    """Merge what was written into ``index`` and write ``index.json`` and ``summary.json``."""
+    reports = [collector.shard_report(f) for f in collector.entries]
     for rep in reports:
         for c in rep["converted"]:
             index["scenes"][c["scenario_id"]] = {
                 "source": rep["file"],
                 "record": c["record"],
+                "offset": c["offset"],
                 "files": c["files"],
             }
-    write_json(index_path, index)
+    write_json(out / "index.json", index)
+    errors = [e for r in reports for e in r["errors"]]
+    skipped = [s for r in reports for s in r["skipped"]]
+    converted = sum(len(r["converted"]) for r in reports)
     summary = {
-        "files": len(files),
-        "scenarios_read": sum(r["read"] for r in reports),
-        "converted": sum(len(r["converted"]) for r in reports),
-        "skipped": [dict(s, file=r["file"]) for r in reports for s in r["skipped"]],
-        "corrupt": [r["corrupt"] for r in reports if r["corrupt"]],
+        "files": len(reports),
+        "scenarios_read": converted + len(skipped) + sum(1 for e in errors if e["scenario_id"] is not None),
+        "converted": converted,
+        "skipped": skipped,
+        "errors": errors,
+        "warnings": [w for r in reports for w in r["warnings"]],
+        "interrupted": interrupted,
         "formats": list(formats),
         "out": str(out),
     }

@@ -17,6 +17,11 @@
   is the route's end; its full logged future becomes the scene's :class:`AgentLog` (expert actions,
   log divergence).
 - **Road condition.** WOMD carries no weather: scenes get ``condition`` (dry asphalt by default).
+- **Checks first.** A scenario with no drivable lane or no controllable agent is refused with
+  :class:`ScenarioConversionError` (nothing to drive); one whose ``current_time_index`` is outside
+  its steps, or whose observed states or map points hold a non-finite or implausible number (the
+  bounds of :mod:`scenefactory.scenes.plausibility`), with :class:`ScenarioValueError` naming the
+  track, step and field — before any of it is used.
 
 - **Markings.** Crosswalk and speed-bump polygons and stop-sign positions go into the road graph.
 - **Log playback.** The other objects (vehicles, pedestrians, cyclists; up to ``max_replay``,
@@ -27,12 +32,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import RoadCondition
+from scenefactory.scenes.plausibility import ANGLE, COORDINATE, LENGTH, SPEED, WIDTH, Bound
 from scenefactory.scenes.roadgraph import RoadGraph
 from scenefactory.scenes.routes import arc_lengths, resample_uniform
 from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, make_scene
@@ -50,7 +57,30 @@ VEHICLE_LANES = (
 
 
 class ScenarioConversionError(UserError):
-    """A scenario that cannot become a scene (e.g. no drivable lanes)."""
+    """A scenario that cannot become a scene (e.g. no drivable lanes, no controllable agent)."""
+
+
+class ScenarioValueError(ScenarioConversionError):
+    """A scenario holding wrong values: a non-finite or implausible number, or a bad time index."""
+
+
+# Observed-state fields checked before conversion: (name, bound on |value|). Speed is the magnitude
+# of (velocity_x, velocity_y); sizes <= 0 mean "unknown" (the defaults below replace them).
+_STATE_CHECKS: tuple[tuple[str, Bound], ...] = (
+    ("center_x", COORDINATE),
+    ("center_y", COORDINATE),
+    ("speed (velocity_x, velocity_y)", SPEED),
+    ("heading", ANGLE),
+    ("length", LENGTH),
+    ("width", WIDTH),
+)
+_MAP_POINTS = {
+    "lane": "polyline",
+    "road_line": "polyline",
+    "road_edge": "polyline",
+    "crosswalk": "polygon",
+    "speed_bump": "polygon",
+}
 
 
 @dataclass(frozen=True)
@@ -119,6 +149,62 @@ def _lane_width(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     width = np.where(np.isnan(left), 2.0 * right, np.where(np.isnan(right), 2.0 * left, both))
     width = np.where(np.isnan(width), DEFAULT_LANE_WIDTH_M, width)
     return np.clip(width, *WIDTH_RANGE_M)
+
+
+def _check_values(scenario: Scenario) -> None:
+    """Raise :class:`ScenarioValueError` for a bad ``current_time_index`` or a non-finite or implausible
+    number in an observed state or a used map point (module docstring)."""
+    sid = scenario.scenario_id
+    t0 = scenario.current_time_index
+    steps = len(scenario.timestamps_seconds) or max((len(tr.states) for tr in scenario.tracks), default=0)
+    if t0 < 0 or (steps and t0 >= steps):
+        raise ScenarioValueError(
+            f"scenario '{sid}': current_time_index {t0} is outside its {steps} logged steps [0, {steps - 1}]"
+        )
+    limits = np.array([b.hi for _, b in _STATE_CHECKS])
+    for i, tr in enumerate(scenario.tracks):
+        rows = np.array(
+            [
+                (
+                    s.valid,
+                    s.center_x,
+                    s.center_y,
+                    math.hypot(s.velocity_x, s.velocity_y),
+                    s.heading,
+                    s.length,
+                    s.width,
+                )
+                for s in tr.states
+            ],
+            dtype=np.float64,
+        ).reshape(-1, 1 + len(_STATE_CHECKS))
+        steps_valid = np.flatnonzero(rows[:, 0] > 0)
+        vals = rows[steps_valid, 1:]
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(vals) <= limits)  # NaN compares False, so it is bad too
+        if bad.any():
+            row, col = np.argwhere(bad)[0]
+            name, bound = _STATE_CHECKS[col]
+            value, step = float(vals[row, col]), int(steps_valid[row])
+            raise ScenarioValueError(
+                f"scenario '{sid}': track {i} (id {tr.id}) step {step}: {name} = {value!r} is not"
+                f" {bound.describe()}"
+            )
+    for f in scenario.map_features:
+        kind = f.WhichOneof("feature_data")
+        if kind in _MAP_POINTS:
+            points = list(getattr(getattr(f, kind), _MAP_POINTS[kind]))
+        elif kind == "stop_sign":
+            points = [f.stop_sign.position]
+        else:
+            continue
+        for j, p in enumerate(points):
+            for axis in ("x", "y"):
+                if not COORDINATE.contains(getattr(p, axis)):
+                    raise ScenarioValueError(
+                        f"scenario '{sid}': map feature {f.id} ({kind}) point {j}: {axis} ="
+                        f" {getattr(p, axis)!r} is not {COORDINATE.describe()}"
+                    )
 
 
 def _origin(scenario: Scenario) -> np.ndarray:
@@ -246,12 +332,26 @@ def scenario_to_scene(
     condition: RoadCondition | None = None,
     max_replay: int = 64,
 ) -> tuple[Scene, ConversionReport]:
-    """Convert one scenario (see the module docstring); raises :class:`ScenarioConversionError`."""
+    """Convert one scenario (see the module docstring).
+
+    Raises:
+        ScenarioConversionError: the scenario has nothing to drive (empty, no drivable lane, no
+            controllable agent).
+        ScenarioValueError: it holds a bad ``current_time_index`` or an implausible number.
+    """
+    sid = scenario.scenario_id
     if not scenario.tracks and not scenario.map_features:
-        raise ScenarioConversionError(f"scenario '{scenario.scenario_id}' is empty (no tracks, no map)")
+        raise ScenarioConversionError(f"scenario '{sid}' is empty (no tracks, no map)")
+    _check_values(scenario)
     origin = _origin(scenario)
     rg, counts = _roadgraph(scenario, origin)
     agents, valid_now = _controlled(scenario, origin, max_agents)
+    if not agents:
+        raise ScenarioConversionError(
+            f"scenario '{sid}' has no controllable agent: none of its {valid_now} vehicles observed at"
+            f" current_time_index {scenario.current_time_index} has a logged future of {MIN_ROUTE_M:g} m"
+            " or more"
+        )
     t0 = scenario.current_time_index
     poses, speeds, routes, goals, goal_s, lengths, widths = [], [], [], [], [], [], []
     log_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []

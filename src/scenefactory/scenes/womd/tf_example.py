@@ -69,7 +69,7 @@ from google.protobuf.message import DecodeError
 from scenefactory.errors import SceneFormatError
 from scenefactory.scenes.womd.example_pb2 import Example
 from scenefactory.scenes.womd.gpudrive_json import infer_lane_links
-from scenefactory.scenes.womd.reader import iter_scenarios
+from scenefactory.scenes.womd.reader import iter_scenarios, parse_scenario
 from scenefactory.scenes.womd.scenario_pb2 import (
     Crosswalk,
     Driveway,
@@ -453,6 +453,27 @@ def iter_example_scenarios(path: str | os.PathLike[str]) -> Iterator[tuple[int, 
     for record in iter_records(path):
         where = f"{path}: record {record.index} at byte offset {record.offset}"
         yield record.index, record.offset, example_to_scenario(record.data, where)
+
+
+def parse_womd_record(data: bytes, where: str) -> Scenario:
+    """One TFRecord record of either WOMD flavour as a :class:`Scenario`, judged by the record itself.
+
+    A WOMD ``tf.train.Example`` (see :func:`is_tf_example`) goes through :func:`example_to_scenario`;
+    anything else must be a serialized ``Scenario`` (:func:`~scenefactory.scenes.womd.reader.parse_scenario`).
+    Judging each record alone means a bad first record cannot mislead the reading of the rest.
+
+    Raises:
+        CorruptRecordError: for an empty record or one that is neither flavour.
+        SceneFormatError: for an Example whose features do not match the layout (module docstring).
+        Both name ``where`` (file, record index, byte offset).
+    """
+    if not data:
+        raise CorruptRecordError(
+            f"{where}: empty record (0 data bytes; expected a WOMD Scenario or tf.Example)"
+        )
+    if is_tf_example(data):
+        return example_to_scenario(data, where)
+    return parse_scenario(data, where)
 
 
 def tfrecord_flavour(path: str | os.PathLike[str]) -> Literal["scenario", "tf_example"]:

@@ -14,6 +14,12 @@ of data that itself holds CRCs does not look like one::
 
 The reader holds at most one record in memory: a 1 GB shard is read one record at a time from
 an open file, and every record's two CRCs are checked before its data is handed out.
+
+Two readers share one loop: :func:`iter_records` stops at the first fault (it raises), and
+:func:`scan_records` reports each fault and reads on, so one bad record costs that record only.
+After a bad data CRC the (CRC-checked) length still says where the next record starts; after a bad
+length field or a truncation it resynchronises on the next offset where a header's length CRC and
+then the data CRC both match (a false match needs two 32-bit CRCs to agree by chance).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import crc32c as _crc32c
 
@@ -35,6 +42,8 @@ _HEADER = struct.Struct("<QI")  # length, masked CRC of the 8 length bytes
 _FOOTER = struct.Struct("<I")  # masked CRC of the data
 _LENGTH = struct.Struct("<Q")
 _GZIP_MAGIC = b"\x1f\x8b"
+_RESYNC_CHUNK = 1 << 20  # bytes searched per read while resynchronising
+_ZERO_HIGH_WORD = b"\x00\x00\x00\x00"  # the top 4 bytes of any length below 4 GiB
 
 HEADER_BYTES = _HEADER.size  # 12
 FOOTER_BYTES = _FOOTER.size  # 4
@@ -59,6 +68,23 @@ class Record:
     data: bytes
 
 
+@dataclass(frozen=True)
+class RecordFault:
+    """A stretch of a TFRecord file that held no readable record (see :func:`scan_records`).
+
+    Attributes:
+        index: the record index the stretch would have had. After a resync the stretch counts as
+            one record, so later indices may differ from the writer's; offsets stay exact.
+        offset: byte offset where the stretch starts.
+        message: names the file, the record index, the byte offset and the fault (and, after a
+            resync, where reading resumed).
+    """
+
+    index: int
+    offset: int
+    message: str
+
+
 def masked_crc32c(data: bytes) -> int:
     """Return TensorFlow's masked CRC32C of ``data`` as an unsigned 32-bit int (see module docstring)."""
     crc = _crc32c.crc32c(data)
@@ -79,6 +105,24 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[Record]:
             before the bad one have already been yielded.
         UserError: if the file cannot be opened.
     """
+    for item in scan_records(path, resync=False):
+        if isinstance(item, RecordFault):
+            raise CorruptRecordError(item.message)
+        yield item
+
+
+def scan_records(path: str | os.PathLike[str], *, resync: bool = True) -> Iterator[Record | RecordFault]:
+    """Yield every record of the TFRecord file at ``path`` and a :class:`RecordFault` for each bad stretch.
+
+    Like :func:`iter_records` (same streaming, same checks, same messages), but a fault does not end
+    the file: after a bad data CRC reading goes on at the next record (the length was CRC-checked);
+    after a bad length CRC or truncated data it resumes at the next valid record found by
+    :func:`_resync` (not in a file that starts like gzip: the fault then covers all of it). With
+    ``resync=False`` the first fault is the last item.
+
+    Raises:
+        UserError: if the file cannot be opened.
+    """
     path = Path(path)
     try:
         handle = path.open("rb")
@@ -89,48 +133,112 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[Record]:
         index = 0
         offset = 0
         while True:
-            header = handle.read(HEADER_BYTES)
-            if not header:
+            got = _read_record(handle, path, index, offset, file_size)
+            if got is None:
                 return
-            where = f"{path}: record {index} at byte offset {offset}"
-            if len(header) < HEADER_BYTES:
-                raise CorruptRecordError(
-                    f"{where}: truncated header ({len(header)} of {HEADER_BYTES} bytes before end of file)"
+            if isinstance(got, Record):
+                yield got
+                index += 1
+                offset += HEADER_BYTES + len(got.data) + FOOTER_BYTES
+                continue
+            message, next_offset, searchable = got
+            if not resync:
+                yield RecordFault(index=index, offset=offset, message=message)
+                return
+            if next_offset is None:
+                next_offset = _resync(handle, offset + 1, file_size) if searchable else None
+                message += (
+                    f"; skipped {file_size - offset} bytes to the end of the file (no valid record follows)"
+                    if next_offset is None
+                    else f"; skipped {next_offset - offset} bytes to the next valid record at byte offset"
+                    f" {next_offset}"
                 )
-            length, length_crc = _HEADER.unpack(header)
-            expected = masked_crc32c(header[: _LENGTH.size])
-            if length_crc != expected:
-                hint = (
-                    " (it starts like a gzip file: decompress it first)" if header[:2] == _GZIP_MAGIC else ""
-                )
-                raise CorruptRecordError(
-                    f"{where}: bad length CRC (stored 0x{length_crc:08x}, computed 0x{expected:08x}"
-                    f" over length field {length}); the file is corrupt or not a TFRecord file{hint}"
-                )
-            # Check against the file size before reading, so a bad length never allocates its size.
-            available = file_size - offset - HEADER_BYTES
-            if available < length + FOOTER_BYTES:
-                raise CorruptRecordError(
-                    f"{where}: truncated data ({max(available, 0)} of {length} data + {FOOTER_BYTES} CRC"
-                    " bytes before end of file)"
-                )
-            body = handle.read(length + FOOTER_BYTES)
-            if len(body) < length + FOOTER_BYTES:  # the file shrank while being read
-                raise CorruptRecordError(
-                    f"{where}: truncated data ({len(body)} of {length} data + {FOOTER_BYTES} CRC bytes"
-                    " before end of file)"
-                )
-            data = body[:length]
-            (data_crc,) = _FOOTER.unpack(body[length:])
-            expected = masked_crc32c(data)
-            if data_crc != expected:
-                raise CorruptRecordError(
-                    f"{where}: bad data CRC (stored 0x{data_crc:08x}, computed 0x{expected:08x}"
-                    f" over {length} data bytes)"
-                )
-            yield Record(index=index, offset=offset, data=data)
+            yield RecordFault(index=index, offset=offset, message=message)
+            if next_offset is None or next_offset >= file_size:
+                return
+            handle.seek(next_offset)
             index += 1
-            offset += HEADER_BYTES + length + FOOTER_BYTES
+            offset = next_offset
+
+
+def _read_record(
+    handle: BinaryIO, path: Path, index: int, offset: int, file_size: int
+) -> Record | tuple[str, int | None, bool] | None:
+    """Read record ``index`` at ``offset``, where the handle is: ``None`` at the end of the file, the
+    record, or a fault as ``(message, next record's offset if known, whether a resync may search)``."""
+    where = f"{path}: record {index} at byte offset {offset}"
+    header = handle.read(HEADER_BYTES)
+    if not header:
+        return None
+    if len(header) < HEADER_BYTES:
+        return (
+            f"{where}: truncated header ({len(header)} of {HEADER_BYTES} bytes before end of file)",
+            None,
+            True,
+        )
+    length, length_crc = _HEADER.unpack(header)
+    expected = masked_crc32c(header[: _LENGTH.size])
+    if length_crc != expected:
+        gzip = header[:2] == _GZIP_MAGIC and offset == 0
+        return (
+            f"{where}: bad length CRC (stored 0x{length_crc:08x}, computed 0x{expected:08x} over length"
+            f" field {length}); the file is corrupt or not a TFRecord file"
+            + (" (it starts like a gzip file: decompress it first)" if gzip else ""),
+            None,
+            not gzip,
+        )
+    # Checked against the file size before reading, so a bad length never allocates its size.
+    available = file_size - offset - HEADER_BYTES
+    body = handle.read(length + FOOTER_BYTES) if available >= length + FOOTER_BYTES else b""
+    if len(body) < length + FOOTER_BYTES:  # short file, or it shrank while being read
+        got = len(body) if body else max(available, 0)
+        return (
+            f"{where}: truncated data ({got} of {length} data + {FOOTER_BYTES} CRC bytes before end of file)",
+            None,
+            True,
+        )
+    data = body[:length]
+    (data_crc,) = _FOOTER.unpack(body[length:])
+    expected = masked_crc32c(data)
+    if data_crc != expected:
+        return (
+            f"{where}: bad data CRC (stored 0x{data_crc:08x}, computed 0x{expected:08x} over {length}"
+            " data bytes)",
+            offset + HEADER_BYTES + length + FOOTER_BYTES,
+            True,
+        )
+    return Record(index=index, offset=offset, data=data)
+
+
+def _resync(handle: BinaryIO, start: int, file_size: int) -> int | None:
+    """Offset of the first valid record at or after ``start`` (both CRCs match), or ``None``.
+
+    Searches ``_RESYNC_CHUNK`` bytes at a time, trying only offsets whose length field is below
+    4 GiB (its high word is zero), so memory stays bounded by one chunk plus one record.
+    """
+    chunk_start = start
+    while chunk_start + HEADER_BYTES + FOOTER_BYTES <= file_size:
+        handle.seek(chunk_start)
+        chunk = handle.read(_RESYNC_CHUNK + HEADER_BYTES)
+        last = min(_RESYNC_CHUNK, len(chunk) - HEADER_BYTES)  # candidate offsets i in [0, last)
+        j = chunk.find(_ZERO_HIGH_WORD, _LENGTH.size // 2)
+        while 0 <= j - 4 < last:
+            i = j - 4
+            length, length_crc = _HEADER.unpack_from(chunk, i)
+            at = chunk_start + i
+            if (
+                length_crc == masked_crc32c(chunk[i : i + _LENGTH.size])
+                and at + HEADER_BYTES + length + FOOTER_BYTES <= file_size
+            ):
+                handle.seek(at + HEADER_BYTES)
+                body = handle.read(length + FOOTER_BYTES)
+                if len(body) == length + FOOTER_BYTES and _FOOTER.unpack(body[length:])[0] == masked_crc32c(
+                    body[:length]
+                ):
+                    return at
+            j = chunk.find(_ZERO_HIGH_WORD, j + 1)
+        chunk_start += _RESYNC_CHUNK
+    return None
 
 
 def encode_record(data: bytes) -> bytes:
