@@ -1,26 +1,45 @@
 """Tests of the drivable-area distance field: hand-worked values, the tiled build, stacked sampling.
 
-Field: min over lane centre segments of (distance to the segment - half the interpolated width);
-negative inside a lane, round caps of radius w/2 past a lane's ends.
+Field (``tasks.driving.drivable``): the minimum of the lane part (distance to a lane centre segment
+minus half the interpolated width; round caps of radius w/2 past a lane's ends), the road-edge part
+(distance to the nearest edge, negative on its left, WOMD's convention, with the turn rule at
+vertices) and the driveway part (distance to a driveway outline, negative inside). The procedural
+generators must orient their edges by that convention: a property test over many seeds.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
+from scenefactory.scenes.library import GENERATOR_KINDS
+from scenefactory.scenes.procedural import get_generator
 from scenefactory.scenes.roadgraph import RoadGraph
-from scenefactory.tasks.driving.drivable import (
-    OFFROAD_PAD_M,
-    DrivableGrid,
-    GridStack,
-    build_drivable_grid,
+from scenefactory.tasks.driving.drivable import OFFROAD_PAD_M, DrivableGrid, GridStack, build_drivable_grid
+from scenefactory.tasks.driving.road_distance import (
+    drivable_signed_distance,
+    driveway_signed_distance,
+    edge_segments,
+    edge_signed_distance,
     lane_segments,
     lane_signed_distance,
 )
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """Tiny batches: on a shared machine more torch threads only spin (tens of times slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _graph(lanes: list[np.ndarray], widths: list) -> RoadGraph:
@@ -169,3 +188,119 @@ def test_grid_checks_fail_loudly() -> None:
         GridStack.from_grids([])
     with pytest.raises(ValueError):
         build_drivable_grid(_straight(), resolution_m=-1.0)
+
+
+# ------------------------------------------------------------------------- road edges and driveways
+
+
+def _with_edges(edges: list[np.ndarray], lanes: list[np.ndarray] | None = None) -> RoadGraph:
+    """Edges (BOUNDARY) around one short lane far away (the lane part never wins near the edges)."""
+    lanes = lanes or [np.array([[500.0, 500.0], [501.0, 500.0]])]
+    return RoadGraph.from_lists(
+        lanes,
+        [3.0] * len(lanes),
+        [[]] * len(lanes),
+        [[]] * len(lanes),
+        edges=edges,
+        edge_types=[1] * len(edges),
+    )
+
+
+def test_edge_sign_hand_values() -> None:
+    """Left of an edge is road (negative). At a vertex the turn decides: where the edge turns left
+    (a convex road corner) a point must be left of both segments' lines, where it turns right, of
+    either; past an open end the end segment's line decides."""
+    left_turn = _with_edges([np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 10.0]])])  # road: x < 10, y > 0
+    pts = np.array(
+        [
+            [5.0, 2.0],  # left of segment 0: -2
+            [5.0, -3.0],  # right of it: +3
+            [8.0, 1.0],  # nearer segment 0 (1 m) than segment 1 (2 m): -1
+            [12.0, -2.0],  # nearest the corner vertex, outside the convex corner: +sqrt(8)
+            [13.0, 5.0],  # right of segment 1 (heading north): +3
+            [-3.0, 1.0],  # before the open start, left of the first segment's line: -sqrt(10)
+            [-3.0, -1.0],  # and right of it: +sqrt(10)
+        ]
+    )
+    r8, r10 = math.sqrt(8.0), math.sqrt(10.0)
+    np.testing.assert_allclose(
+        edge_signed_distance(left_turn, pts), [-2, 3, -1, r8, 3, -r10, r10], atol=1e-12
+    )
+    right_turn = _with_edges([np.array([[0.0, 0.0], [10.0, 0.0], [10.0, -10.0]])])  # road: y > 0 or x > 10
+    pts = np.array([[12.0, 2.0], [8.0, -1.0], [12.0, -5.0]])
+    # (12, 2) is nearest the vertex, left of segment 0's line only: road. (8, -1): right of both: off.
+    np.testing.assert_allclose(edge_signed_distance(right_turn, pts), [-r8, 1.0, -2.0], atol=1e-12)
+
+
+def test_closed_edges_wind_counter_clockwise_around_road() -> None:
+    """A closed edge (ends within 1 m: the gap is closed) is a loop: counter-clockwise it bounds a
+    road area, clockwise it bounds an island (a median) with road all around."""
+    square = np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 10.0], [0.0, 10.0], [0.0, 0.6]])  # 0.6 m gap
+    ccw, cw = _with_edges([square]), _with_edges([square[::-1]])
+    pts = np.array([[5.0, 5.0], [1.0, 5.0], [-2.0, 5.0], [-1.0, -1.0], [0.0, 0.3]])
+    inside = np.array([-5.0, -1.0, 2.0, math.sqrt(2.0), 0.0])
+    np.testing.assert_allclose(edge_signed_distance(ccw, pts), inside, atol=1e-12)
+    np.testing.assert_allclose(edge_signed_distance(cw, pts), -inside, atol=1e-12)
+    a, _, prev, nxt = edge_segments(ccw)
+    assert len(a) == 5 and prev[0] == 4 and nxt[4] == 0  # the gap became a fifth segment
+
+
+def test_driveway_polygons_either_winding() -> None:
+    poly = np.array([[0.0, 0.0], [6.0, 0.0], [6.0, 4.0], [0.0, 4.0]])
+    pts = np.array([[3.0, 2.0], [1.0, 2.0], [3.0, 7.0], [-3.0, -4.0]])
+    expect = np.array([-2.0, -1.0, 3.0, 5.0])
+    for p in (poly, poly[::-1], np.vstack([poly, poly[:1]])):  # CCW, CW, explicitly closed
+        rg = _straight().with_driveways([p])
+        np.testing.assert_allclose(driveway_signed_distance(rg, pts), expect, atol=1e-12)
+    assert np.isinf(driveway_signed_distance(_straight(), pts)).all()  # no driveway: no area
+
+
+def test_field_is_the_union_of_its_parts() -> None:
+    """A 4 m lane along y = 0, kerbs 2 m beyond its borders (y = -4, +4) and a driveway past the
+    south kerb: the shoulder is road only thanks to the edges, the driveway thanks to itself."""
+    xs = np.arange(0.0, 50.1, 10.0)
+    edges = [np.stack([xs, np.full_like(xs, -4.0)], 1), np.stack([xs[::-1], np.full_like(xs, 4.0)], 1)]
+    rg = _with_edges(edges, [np.stack([xs, np.zeros_like(xs)], 1)]).with_driveways(
+        [np.array([[20.0, -3.0], [26.0, -3.0], [26.0, -15.0], [20.0, -15.0]])]
+    )
+    pts = np.array([[10.0, 0.0], [10.0, -3.0], [10.0, -5.0], [23.0, -10.0], [40.0, 6.0]])
+    # centre: lane -2, edges -4 -> -4; shoulder: lane +1, edge -1; past the kerb: +1; in the
+    # driveway: 3 m from its sides; beyond the north kerb: +2.
+    np.testing.assert_allclose(drivable_signed_distance(rg, pts), [-4.0, -1.0, 1.0, -3.0, 2.0], atol=1e-12)
+    grid = build_drivable_grid(rg)
+    np.testing.assert_allclose(grid.values, drivable_signed_distance(rg, grid.node_xy()), atol=2e-4)
+    bare = replace(rg, edge_xy=np.zeros((0, 1, 2)), edge_valid=np.zeros((0, 1), bool), edge_type=np.zeros(0))
+    np.testing.assert_allclose(
+        drivable_signed_distance(bare.with_driveways([]), pts), lane_signed_distance(rg, pts)
+    )
+
+
+@pytest.mark.parametrize("kind", GENERATOR_KINDS)
+def test_grid_matches_direct_field_on_procedural_roads(kind: str) -> None:
+    rng = np.random.default_rng(5)
+    gen = get_generator(kind)
+    rg = gen.make(gen.sample(rng), rng)
+    grid = build_drivable_grid(rg, resolution_m=1.3, margin_m=10.0)
+    np.testing.assert_allclose(grid.values, drivable_signed_distance(rg, grid.node_xy()), atol=3e-4)
+
+
+@given(seed=st.integers(0, 2**31 - 1))
+def test_procedural_edges_keep_the_road_on_their_left(seed: int) -> None:
+    """For every generator kind: every lane centre point is on the road by the edges alone, at
+    least half its lane width in; a point 1.5 m to the right of an edge segment (where that segment
+    is the nearest edge) is 1.5 m off-road, lanes included."""
+    for kind in GENERATOR_KINDS:
+        rng = np.random.default_rng(seed)
+        gen = get_generator(kind)
+        rg = gen.make(gen.sample(rng), rng)
+        lanes = rg.lane_xy[rg.lane_valid]
+        f_edge = edge_signed_distance(rg, lanes)
+        assert np.all(f_edge <= -0.5 * rg.lane_width_m[rg.lane_valid] + 1e-6), kind
+        a, b, _, _ = edge_segments(rg)
+        e = b - a
+        right = np.stack([e[:, 1], -e[:, 0]], 1) / np.linalg.norm(e, axis=1, keepdims=True)
+        q = 0.5 * (a + b) + 1.5 * right
+        nearest = np.abs(edge_signed_distance(rg, q))
+        own = nearest > 1.5 - 1e-6  # no other edge nearer (e.g. the ramp beside a merge's gore)
+        assert own.mean() > 0.9, kind
+        np.testing.assert_allclose(drivable_signed_distance(rg, q[own]), 1.5, atol=1e-6, err_msg=kind)

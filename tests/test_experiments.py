@@ -233,6 +233,12 @@ def test_log_grounding_end_to_end_and_the_engine_hook(
     assert math.isfinite(kin["fde_1s_m"]) and (out / "log_divergence.png").is_file()
     assert (out / "train_transitions" / "meta.json").is_file()
     assert len(doc["config"]["heldout_scenes"]) + len(doc["config"]["train_scenes"]) == 3
+    # the human baseline: the held-out logged drivers closed loop on the reference engines
+    humans = doc["results"]["human_baseline"]
+    assert list(humans) == ["kinematic (uncorrected)", "mujoco (physics tier)"]
+    assert all(h["episodes"] == kin["logged_agents"] for h in humans.values())
+    assert doc["results"]["agents"]["controlled"] == kin["logged_agents"]
+    assert "Logged drivers on the reference engines" in (out / "report.md").read_text()
 
     # the hook: a correction is a function of the training transitions that returns an engine maker
     seen: list[Path] = []

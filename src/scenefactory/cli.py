@@ -96,6 +96,12 @@ def _engine(text: str) -> str:
     return text
 
 
+SIGNALS_HELP = (
+    "traffic signals: signal cycles at the procedural junctions, the signal"
+    " observation and the red-light and stop-sign penalties"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (names are a contract relied on by docs and tools)."""
     p = Parser(prog="scenefactory", description="Batched driving simulation for RL.")
@@ -111,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", type=Path, default=Path("runs/demo"))
     d.add_argument("--iterations", type=ITERATIONS, default=None, help="override the demo's PPO iterations")
     d.add_argument("--eval-scenes", type=SCENES, default=None, help="override the held-out scene count")
+    d.add_argument("--signals", action="store_true", help=SIGNALS_HELP)
 
     v = sub.add_parser("validate", help="physics checks of a model")
     vt = v.add_subparsers(dest="task", required=True)
@@ -266,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
                 help="procedural training scenes (default 120, or 0 with --scenes)",
             )
             t.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON files to train on")
+            t.add_argument("--signals", action="store_true", help=SIGNALS_HELP)
             t.add_argument("--out", type=Path, required=True)
         elif name == "eval":
             t.add_argument("--checkpoint", type=Path, default=None, help="policy to evaluate")
@@ -276,7 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
                 help="'expert' replays the scenes' driving logs via the kinematic inverse (needs --scenes)",
             )
             t.add_argument(
-                "--agents", type=SCENE_AGENTS, default=8, help="agents per world for --policy expert"
+                "--agents",
+                type=SCENE_AGENTS,
+                default=None,
+                help="agents per world for --policy expert (default: the most agents any scene controls)",
             )
             t.add_argument("--episodes", type=SCENES, default=100, help="held-out scenes to play")
             t.add_argument("--scenes", type=Path, default=None, help="evaluate on this folder of scene JSON")
@@ -326,7 +337,10 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     if args.command == "demo":
         metrics = drive.demo(
-            args.out, iterations=args.iterations, eval_scenes_n=args.eval_scenes or drive.DEMO_EVAL_SCENES
+            args.out,
+            iterations=args.iterations,
+            eval_scenes_n=args.eval_scenes or drive.DEMO_EVAL_SCENES,
+            signals=args.signals,
         )
         print(f"demo report: {args.out / 'report.md'}")
         print(json.dumps({k: metrics[k] for k in ("goal_reach_rate", "collision_rate", "episodes")}))
@@ -344,6 +358,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             dynamics_model=args.dynamics_model,
             grounding=args.grounding,
             action_lag_steps=args.action_lag_steps,
+            signals=args.signals,
         )
         trainer = drive.train(targs)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
@@ -371,6 +386,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(
             json.dumps({k: m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")})
         )
+        if "human_baseline" in m:  # the logged drivers on the same scenes and engine
+            human = m["human_baseline"]
+            keys = ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")
+            print(json.dumps({"human_baseline": {k: human[k] for k in keys}}))
+        if "agents" in m:
+            print(json.dumps({"agents": m["agents"]}))
         print(f"metrics: {args.out / 'metrics.json'}")
     elif args.command == "bench":
         r = drive.bench(
@@ -404,6 +425,13 @@ def run(argv: Sequence[str] | None = None) -> int:
             )
             return 128 + stop.signum
         print(json.dumps({k: summary[k] for k in ("files", "scenarios_read", "converted")}))
+        agents = summary["agents"]
+        why = ", ".join(f"{r} {n}" for r, n in agents["by_reason"].items() if n)
+        print(
+            f"agents: {agents['controlled']} controlled, {agents['replayed']} replayed"
+            + (f" ({why})" if why else "")
+            + f", {agents['left_out']} left out"
+        )
         errors = summary["errors"]
         print(f"skipped {len(summary['skipped'])}, errors {len(errors)}: {args.out / 'summary.json'}")
         for message in summary["warnings"]:

@@ -25,6 +25,13 @@ from scenefactory.argtypes import policy_steps
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError, warn
 from scenefactory.evaluation.bench import bench_drive
+from scenefactory.evaluation.human import (
+    agent_counts,
+    describe_counts,
+    human_baseline,
+    replay_beyond,
+    write_figures,
+)
 from scenefactory.evaluation.plots import plot_learning_curve, plot_metric_bars
 from scenefactory.evaluation.render import render_episodes_gif
 from scenefactory.evaluation.rollout import evaluate, record_episodes
@@ -39,8 +46,9 @@ from scenefactory.rl.ppo import (
     spec_to_dict,
 )
 from scenefactory.scenes.library import load_scene_dir, procedural_scenes
+from scenefactory.scenes.procedural_params import DEFAULT_SIGNAL_CYCLE_S
 from scenefactory.scenes.scene import Scene
-from scenefactory.tasks.driving.config import DrivingTaskConfig
+from scenefactory.tasks.driving.config import DrivingTaskConfig, with_traffic_signals
 
 console = Console(stderr=True)
 
@@ -94,6 +102,7 @@ class TrainArgs:
     dynamics_model: str | None = None
     grounding: str | None = None
     action_lag_steps: int = 0
+    signals: bool = False
 
 
 def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
@@ -112,6 +121,8 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
             f"--agents must be at most 32 (scenes place up to 32 controlled agents), got {args.agents}"
         )
     task = DrivingTaskConfig(num_worlds=args.worlds, agents_per_world=args.agents)
+    if args.signals:
+        task = with_traffic_signals(task)
     return TrainSpec(
         task=task,
         ppo=ppo or PPOConfig(),
@@ -132,9 +143,19 @@ def training_scenes(spec: TrainSpec, scenes_dir: Path | None) -> list[Scene]:
     scenes = load_scene_dir(scenes_dir) if scenes_dir is not None else []
     if spec.num_train_scenes:
         scenes += procedural_scenes(
-            "train", spec.num_train_scenes, spec.task.agents_per_world, base_seed=spec.seed
+            "train",
+            spec.num_train_scenes,
+            spec.task.agents_per_world,
+            base_seed=spec.seed,
+            signal_cycle_s=signal_cycle(spec.task),
         )
     return scenes
+
+
+def signal_cycle(task: DrivingTaskConfig) -> float:
+    """The signal cycle of procedural junctions for ``task`` [s]: signalled when the task observes
+    traffic signals (``--signals``), else 0 (none)."""
+    return DEFAULT_SIGNAL_CYCLE_S if task.observations.traffic_signals else 0.0
 
 
 def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
@@ -175,29 +196,38 @@ def check_policy_rate(task: DrivingTaskConfig, physics_hz: float) -> None:
     policy_steps(physics_hz, hz, f"the checkpoint's {hz:g} Hz policy")
 
 
-def agents_left_out(scenes: list[Scene], k: int, source: Path | None, flag: str) -> int:
+def agents_left_out(
+    scenes: list[Scene], k: int, source: Path | None, flag: str, replays: bool = False
+) -> int:
     """Warn (one line on stderr) when scenes hold more controlled agents than the ``k`` slots of a
-    world, and return how many agents are left out: only each scene's first ``k`` are driven and
-    scored. ``flag`` says where ``k`` comes from (the checkpoint's agents per world, ``--agents``)."""
+    world, and return how many agents are beyond them: only each scene's first ``k`` are driven and
+    scored. With ``replays`` the others replay their logs (``evaluation.human.replay_beyond``; those
+    of a scene without a log are left out), else they are all left out. ``flag`` says where ``k``
+    comes from (the checkpoint's agents per world, ``--agents``)."""
     over = [sc for sc in scenes if sc.num_agents > k]
     if not over:
         return 0
-    dropped = sum(sc.num_agents - k for sc in over)
+    beyond = sum(sc.num_agents - k for sc in over)
+    replayed = sum(sc.num_agents - k for sc in over if replays and sc.log is not None)
     most = max(sc.num_agents for sc in over)
+    fate = [f"the other {replayed} replay their logs"] if replayed else []
+    if beyond - replayed:
+        fate.append(f"{beyond - replayed} agents are left out")
     warn(
         f"{len(over)} of {len(scenes)} scenes in {source} hold more controlled agents than {flag} "
-        f"({k}), up to {most}: only the first {k} of each are driven and scored, {dropped} agents "
-        "are left out"
+        f"({k}), up to {most}: only the first {k} of each are driven and scored, {', '.join(fate)}"
     )
-    return dropped
+    return beyond
 
 
-def eval_scenes(num: int, agents: int, seed: int, scenes_dir: Path | None = None) -> list[Scene]:
+def eval_scenes(
+    num: int, agents: int, seed: int, scenes_dir: Path | None = None, signal_cycle_s: float = 0.0
+) -> list[Scene]:
     """The first ``num`` scenes of ``scenes_dir``, or held-out procedural scenes (seeds from the
-    eval range, disjoint from every training seed)."""
+    eval range, disjoint from every training seed; junctions signalled with ``signal_cycle_s``)."""
     if scenes_dir is not None:
         return load_scene_dir(scenes_dir)[:num]
-    return procedural_scenes("eval", num, agents, base_seed=seed)
+    return procedural_scenes("eval", num, agents, base_seed=seed, signal_cycle_s=signal_cycle_s)
 
 
 def evaluate_checkpoint(
@@ -213,7 +243,11 @@ def evaluate_checkpoint(
     grounding: str | None = None,
     action_lag_steps: int = 0,
 ) -> dict[str, Any]:
-    """Evaluate a checkpoint on ``episodes`` held-out scenes; writes ``out/metrics.json`` and a bar chart."""
+    """Evaluate a checkpoint on ``episodes`` held-out scenes; writes ``out/metrics.json``,
+    ``metrics.md`` and a bar chart. A scene's agents beyond the checkpoint's K replay their logs
+    (``metrics["agents"]`` counts what was controlled, replayed and left out, and why). On scenes
+    from driving logs (``scenes_dir``), the logged drivers are run on the same scenes and engine
+    and their figures written beside the policy's (``metrics["human_baseline"]``, ``metrics.md``)."""
     if episodes < 1:
         raise UserError(f"--episodes must be a positive integer, got {episodes}")
     policy = load_policy(checkpoint)
@@ -221,16 +255,17 @@ def evaluate_checkpoint(
     check_policy_rate(task, physics_hz)
     if scenes_dir is None:
         console.print(f"building {episodes} held-out procedural scenes (seed {seed}) ...")
-    scenes = eval_scenes(episodes, task.agents_per_world, seed, scenes_dir)
+    scenes = eval_scenes(episodes, task.agents_per_world, seed, scenes_dir, signal_cycle(task))
     k = task.agents_per_world
-    left_out = agents_left_out(scenes, k, scenes_dir, "the checkpoint's agents per world")
+    left_out = agents_left_out(scenes, k, scenes_dir, "the checkpoint's agents per world", replays=True)
+    fitted = [replay_beyond(sc, k) for sc in scenes]
     t0 = time.perf_counter()
     with _progress() as bar:
         job = bar.add_task(f"eval drive ({engine})", total=len(scenes), info="")
         metrics, _ = evaluate(
             policy.act,
             task,
-            scenes,
+            fitted,
             engine=engine,
             num_worlds=worlds,
             seed=seed,
@@ -253,11 +288,26 @@ def evaluate_checkpoint(
             "scene_split": "eval" if scenes_dir is None else f"dir:{scenes_dir}",
             "agents_per_world": task.agents_per_world,
             "agents_left_out": left_out,
+            "agents": agent_counts(scenes, k),
             "wall_s": time.perf_counter() - t0,
         }
     )
+    if scenes_dir is not None and any(sc.log is not None for sc in scenes):
+        console.print(f"running the scenes' logged drivers on {engine} (human baseline) ...")
+        metrics["human_baseline"] = human_baseline(
+            task,
+            fitted,
+            engine,
+            worlds,
+            seed,
+            physics_hz,
+            dynamics_model,
+            grounding,
+            action_lag_steps,
+        )
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "metrics.json", metrics)
+    write_figures(out / "metrics.md", metrics, metrics.get("human_baseline"), f"policy ({engine})")
     plot_metric_bars(
         {k: metrics[k] for k in METRIC_KEYS},
         {k: tuple(metrics[f"{k}_ci95"]) for k in METRIC_KEYS},
@@ -309,7 +359,7 @@ def render(
         policy = load_policy(checkpoint)
         check_policy_rate(policy.task_cfg, physics_hz)
         k = policy.task_cfg.agents_per_world
-        scenes = eval_scenes(panels, k, seed + RENDER_SEED_OFFSET, scenes_dir)
+        scenes = eval_scenes(panels, k, seed + RENDER_SEED_OFFSET, scenes_dir, signal_cycle(policy.task_cfg))
         agents_left_out(scenes, k, scenes_dir, "the checkpoint's agents per world")
         records = record_episodes(
             policy.act,
@@ -374,11 +424,14 @@ DEMO = TrainArgs(
 DEMO_EVAL_SCENES = 120
 
 
-def demo(out: Path, iterations: int | None = None, eval_scenes_n: int = DEMO_EVAL_SCENES) -> dict[str, Any]:
+def demo(
+    out: Path, iterations: int | None = None, eval_scenes_n: int = DEMO_EVAL_SCENES, signals: bool = False
+) -> dict[str, Any]:
     """The main job on the embedded default scenes: train on procedural scenes, evaluate on held-out
-    ones, plot, render, and write ``report.md``."""
+    ones, plot, render, and write ``report.md``; ``signals`` trains and evaluates with traffic signals
+    (``train drive --signals``)."""
     t0 = time.perf_counter()
-    args = replace(DEMO, out=out / "train", iterations=iterations or DEMO.iterations)
+    args = replace(DEMO, out=out / "train", iterations=iterations or DEMO.iterations, signals=signals)
     trainer = train(args)
     ckpt = out / "train" / "checkpoints" / "latest.pt"
     metrics = evaluate_checkpoint(ckpt, args.engine, eval_scenes_n, seed=0, out=out)
@@ -399,7 +452,10 @@ def _write_report(out: Path, trainer: Trainer, metrics: dict[str, Any], gif: Pat
         lo, hi = metrics[f"{key}_ci95"]
         return f"| {label} | {metrics[key]:.3f} | [{lo:.3f}, {hi:.3f}] |"
 
-    rows = "\n".join(row(k, k) for k in (*METRIC_KEYS, "mean_peak_drac_mps2", "route_progress"))
+    keys: tuple[str, ...] = (*METRIC_KEYS, "mean_peak_drac_mps2", "route_progress")
+    if trainer.spec.task.observations.traffic_signals:
+        keys += ("red_light_violation_rate", "stop_sign_violation_rate")
+    rows = "\n".join(row(k, k) for k in keys)
     task = spec["task"]
     text = f"""# scenefactory demo report
 
@@ -438,12 +494,18 @@ def validate(conditions: list[str] | None, physics_hz: float, out: Path) -> dict
 
 
 def evaluate_expert(
-    scenes_dir: Path | None, engine: str, episodes: int, agents: int, out: Path, physics_hz: float
+    scenes_dir: Path | None,
+    engine: str,
+    episodes: int,
+    agents: int | None,
+    out: Path,
+    physics_hz: float,
 ) -> dict[str, Any]:
-    """Drive the scenes' logged agents with actions inferred from their logs; writes metrics.json
-    with goal reach and ``log_divergence_m`` (how far the engine's replay drifts from the log)."""
-    from scenefactory.evaluation.rollout import EXPERT
-
+    """Drive the scenes' logged agents closed loop (the human baseline, ``evaluation.human``);
+    writes ``metrics.json`` (goal reach, collision, off-road, ..., ``log_divergence_m``: how far the
+    engine's drivers drift from their logs, and ``agents``: what was controlled, replayed and left
+    out, and why) and ``metrics.md``. ``agents`` (K) defaults to the most controlled agents of any
+    scene, so that none is left out; a smaller one is said, and the agents beyond it replay."""
     if scenes_dir is None:
         raise UserError("--policy expert needs --scenes DIR (scenes converted from driving logs)")
     scenes = load_scene_dir(scenes_dir)[:episodes]
@@ -451,12 +513,24 @@ def evaluate_expert(
         raise UserError(
             f"no scene in {scenes_dir} carries a driving log: nothing for --policy expert to replay"
         )
-    agents_left_out(scenes, agents, scenes_dir, "--agents")
-    task = DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=agents)
-    metrics, _ = evaluate(EXPERT, task, scenes, engine=engine, physics_hz=physics_hz)
-    metrics.update({"engine": engine, "policy": EXPERT, "scene_split": f"dir:{scenes_dir}"})
+    k = agents if agents is not None else max(1, max(sc.num_agents for sc in scenes))
+    agents_left_out(scenes, k, scenes_dir, "--agents", replays=True)
+    task = DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=k)
+    metrics = human_baseline(task, [replay_beyond(sc, k) for sc in scenes], engine, physics_hz=physics_hz)
+    counts = agent_counts(scenes, k)
+    metrics.update(
+        {
+            "engine": engine,
+            "physics_hz": physics_hz if engine != "kinematic" else None,
+            "scene_split": f"dir:{scenes_dir}",
+            "agents_per_world": k,
+            "agents": counts,
+        }
+    )
+    console.print(describe_counts(counts))
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "metrics.json", metrics)
+    write_figures(out / "metrics.md", None, metrics, engine)
     return metrics
 
 

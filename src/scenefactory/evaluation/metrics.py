@@ -10,6 +10,11 @@ normal-approximation interval (mean ± 1.96·s/√n).
   episodes whose minimum TTC fell below 2 s (a collision counts as TTC 0).
 - log divergence: mean distance [m] between the simulated and the logged position over the steps
   the agent's log covers (scenes from driving logs only; ``episodes_with_log`` counts them).
+- ``red_light_violation_rate``: agent-episodes that crossed a signal's stop point on red at least
+  once; ``stop_sign_violation_rate``: that crossed a stop sign's stop line without having stopped
+  (rules in :mod:`scenefactory.tasks.driving.signals`). Both are fractions of all agent-episodes;
+  ``episodes_crossing_signals`` / ``episodes_crossing_stop_signs`` count the agent-episodes that
+  crossed at least one such stop line (the ones that could violate).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 import torch
 
 from scenefactory.evaluation.record import AgentStatus
-from scenefactory.tasks.driving.env import FinishedEpisodes
+from scenefactory.tasks.driving.env import SIGNAL_COUNTS, FinishedEpisodes
 
 HIGH_DRAC_MPS2 = 3.4
 NEAR_MISS_TTC_S = 2.0
@@ -68,7 +73,7 @@ class EpisodeLog:
     def cat(self) -> FinishedEpisodes:
         """All records as one :class:`FinishedEpisodes`."""
         if not self.parts:
-            longs = {"outcome", "steps", "world", "agent", "serial", "scene_id"}
+            longs = {"outcome", "steps", "world", "agent", "serial", "scene_id", *SIGNAL_COUNTS}
             names = FinishedEpisodes.__dataclass_fields__
             return FinishedEpisodes(
                 **{n: torch.zeros(0, dtype=torch.long if n in longs else None) for n in names}
@@ -119,4 +124,8 @@ def summarize(records: FinishedEpisodes) -> dict[str, Any]:
     mean("log_divergence_m", div)
     out["episodes_with_log"] = int(div.numel())
     mean("episode_length_steps", records.steps.float())
+    rate("red_light_violation_rate", records.red_light_violations > 0)
+    rate("stop_sign_violation_rate", records.stop_sign_violations > 0)
+    out["episodes_crossing_signals"] = int((records.signals_crossed > 0).sum())
+    out["episodes_crossing_stop_signs"] = int((records.stop_signs_crossed > 0).sum())
     return out

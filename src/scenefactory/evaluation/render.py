@@ -43,6 +43,7 @@ from scenefactory.evaluation.render_scene import (
     _WHITE_LINE,
     _YELLOW_LINE,
     GOAL_RADIUS_M,
+    SIGNAL_COLORS,
     STATUS_COLORS,
     Crop,
     _clock_text,
@@ -147,12 +148,13 @@ def _build_figure(
     lay = _layout(len(episodes), aspect, panel_in, header=shared, legend_rows=1)
     fig = Figure(figsize=(lay.fig_w_in, lay.fig_h_in), dpi=dpi, facecolor=_FIG_BG)
     canvas = FigureCanvasAgg(fig)
-    legend = _legend(fig, ncol=6)
+    signals = any(ep.scene.signals is not None and ep.scene.signals.num_signals for ep in episodes)
+    legend = _legend(fig, ncol=7 if signals else 6, signals=signals)
     if legend.get_window_extent(canvas.get_renderer()).width > 0.98 * lay.fig_w_in * dpi:
         legend.remove()  # too wide for a narrow figure: two rows
         lay = _layout(len(episodes), aspect, panel_in, header=shared, legend_rows=2)
         fig.set_size_inches(lay.fig_w_in, lay.fig_h_in)
-        _legend(fig, ncol=3)
+        _legend(fig, ncol=4 if signals else 3, signals=signals)
     panels = []
     for i, (ep, view) in enumerate(zip(episodes, views, strict=True)):
         ax = fig.add_axes(lay.rect(i))
@@ -268,6 +270,7 @@ def _palette_image(samples: Sequence[Image.Image]) -> Image.Image:
         _MEDIAN,
         _TEXT,
         *STATUS_COLORS.values(),
+        *SIGNAL_COLORS.values(),
     ]
     status_rgba = np.array([to_rgba(c) for c in STATUS_COLORS.values()])
     colors: list[tuple[int, int, int]] = []

@@ -12,7 +12,10 @@ writes GIFs and scene stills.
 
 Colours: agents by :class:`~scenefactory.evaluation.record.AgentStatus` (ACTIVE blue, GOAL green,
 COLLISION red, OFFROAD orange, TIMEOUT grey); each agent's route is a faint line and its goal a
-3 m circle (the success radius) with an x, both in the agent's current status colour.
+3 m circle (the success radius) with an x, both in the agent's current status colour. Traffic
+signals (a scene's :class:`~scenefactory.scenes.scene.SignalLog`) are dots on their stop points in
+the state of the frame (``SIGNAL_COLORS``: red, yellow, green, grey when unknown); stop signs are
+red octagons.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from matplotlib.patches import Patch
 
 from scenefactory.evaluation.record import AgentStatus, EpisodeRecord
 from scenefactory.scenes.roadgraph import RoadEdgeType, RoadGraph, RoadLineType
+from scenefactory.scenes.scene import CAUTION_STATES, GO_STATES, STOP_STATES, SignalLog
 
 GOAL_RADIUS_M = 3.0
 """Radius of the goal circle drawn around each goal [m] (the driving task's success radius)."""
@@ -47,6 +51,15 @@ STATUS_COLORS: dict[AgentStatus, str] = {
 """Agent fill colour per status (also used for the agent's route and goal)."""
 
 _UNKNOWN_STATUS_COLOR = "#000000"
+
+SIGNAL_COLORS: dict[str, str] = {
+    "red": "#d50000",
+    "yellow": "#ffc400",
+    "green": "#00c853",
+    "unknown": "#8d8d8d",
+}
+"""Traffic-signal dot colour by state: stop, caution, go, unknown."""
+_SIGNAL_EDGE = "#202020"
 
 # Theme.
 _FIG_BG = "#ffffff"
@@ -359,6 +372,22 @@ class _Panel:
         )
         for coll in (self.routes, self.goal_rings, self.bodies, self.noses):
             ax.add_collection(coll)
+        sig = scene.signals
+        self.signals: SignalLog | None = sig if sig is not None and sig.num_signals else None
+        self.signal_dots = (
+            ax.scatter(
+                sig.stop_xy[:, 0],
+                sig.stop_xy[:, 1],
+                s=30.0,
+                marker="o",
+                edgecolors=_SIGNAL_EDGE,
+                linewidths=0.6,
+                zorder=6.5,
+                animated=animated,
+            )
+            if self.signals is not None and sig is not None
+            else None
+        )
         self.label = ax.text(
             0.015,
             0.985,
@@ -378,6 +407,8 @@ class _Panel:
     def artists(self) -> list[Artist]:
         """The moving artists, in drawing order (an empty label is skipped: text is slow to draw)."""
         arts: list[Artist] = [self.routes, self.goal_rings, self.goal_marks, self.bodies, self.noses]
+        if self.signal_dots is not None:
+            arts.insert(3, self.signal_dots)
         if self.label.get_text():
             arts.append(self.label)
         return arts
@@ -405,6 +436,9 @@ class _Panel:
         self.bodies.set_facecolor(_tuples(rgba[ok]))
         self.bodies.set_edgecolor(_tuples(_darker(rgba[ok])))
         self.noses.set_verts(list(_nose_triangles(xy[ok], yaw[ok], self.length[ok], self.width[ok])))
+        if self.signal_dots is not None and self.signals is not None:
+            codes = self.signals.states_at(np.array([t]), ep.dt_s)[0]
+            self.signal_dots.set_facecolor(signal_colors(codes))
         ended = self.show_end and t == ep.num_steps - 1 and ep.num_steps > 1
         if self.own_clock:
             self.label.set_text(_clock_text(t, ep.dt_s) + ("  · ended" if ended else ""))
@@ -412,11 +446,19 @@ class _Panel:
             self.label.set_text(f"ended at t = {t * ep.dt_s:.1f} s" if ended else "")
 
 
+def signal_colors(codes: np.ndarray) -> list[str]:
+    """``SIGNAL_COLORS`` of WOMD signal state codes (S,)."""
+    names = {int(c): "red" for c in STOP_STATES}
+    names.update({int(c): "yellow" for c in CAUTION_STATES})
+    names.update({int(c): "green" for c in GO_STATES})
+    return [SIGNAL_COLORS[names.get(int(c), "unknown")] for c in codes]
+
+
 def _clock_text(step: int, dt_s: float) -> str:
     return f"t = {step * dt_s:.1f} s  (step {step})"
 
 
-def _legend(fig: Figure, ncol: int) -> Legend:
+def _legend(fig: Figure, ncol: int, signals: bool = False) -> Legend:
     handles: list[Artist] = [
         Patch(facecolor=c, edgecolor=_darker(np.array([to_rgba(c)]))[0], linewidth=0.6, label=s.name.lower())
         for s, c in STATUS_COLORS.items()
@@ -426,6 +468,19 @@ def _legend(fig: Figure, ncol: int) -> Legend:
             [], [], color="#555555", marker="x", markersize=5, lw=0.0, label=f"goal (r = {GOAL_RADIUS_M:g} m)"
         )
     )
+    if signals:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=SIGNAL_COLORS["red"],
+                marker="o",
+                markersize=5,
+                markeredgecolor=_SIGNAL_EDGE,
+                lw=0.0,
+                label="signal stop point",
+            )
+        )
     return fig.legend(
         handles=handles,
         loc="lower center",

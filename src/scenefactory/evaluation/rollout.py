@@ -21,15 +21,22 @@ PolicyFn = Callable[[torch.Tensor], torch.Tensor]
 """Observations (W, K, D) → actions (W, K, 2)."""
 
 EXPERT = "expert"
-"""Policy name for the logged drivers: actions inferred from the scenes' logs
-(``DrivingEnv.expert_actions``), the first measure of how far an engine is from real driving."""
+"""Policy name for the logged drivers, closed loop: each step, the action that takes each agent's
+current state to its next logged state (``DrivingEnv.expert_actions``; see
+:mod:`scenefactory.tasks.driving.expert`): the human baseline, and the first measure of how far an
+engine is from real driving."""
+EXPERT_OPEN_LOOP = "expert-open-loop"
+"""Policy name for the logged drivers open loop: the kinematic inverse of each log, whatever the
+state (drifts wherever the engine is not the kinematic bicycle)."""
 
 
 def _act(policy: PolicyFn | str, env: DrivingEnv, obs: torch.Tensor) -> torch.Tensor:
-    if policy == EXPERT:
-        return env.expert_actions()
+    if policy in (EXPERT, EXPERT_OPEN_LOOP):
+        return env.expert_actions(closed_loop=policy == EXPERT)
     if isinstance(policy, str):
-        raise ValueError(f"unknown policy '{policy}', expected a callable or '{EXPERT}'")
+        raise ValueError(
+            f"unknown policy '{policy}', expected a callable, '{EXPERT}' or '{EXPERT_OPEN_LOOP}'"
+        )
     return policy(obs)
 
 

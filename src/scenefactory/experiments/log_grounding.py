@@ -15,6 +15,11 @@ The data path and the measurement of grounding on real logs: every grounding met
    model: from there on it no longer follows its log).
 3. Reported per engine: mean divergence over the replay (ADE) and the divergence at
    :data:`HORIZONS_S` (FDE), with 95 % CIs over agents, and the divergence curve over time.
+4. The human baseline on the reference engines (:func:`logged_drivers`; the tiers policies are
+   scored on): the held-out scenes' logged drivers closed loop
+   (:mod:`scenefactory.evaluation.human`) — goal reach, collision, off-road, time-out, near miss,
+   TTC, DRAC (and any rate the metrics add, e.g. red-light violations) — and which logged objects
+   were controlled, replayed and left out, and why.
 
 The engines: the uncorrected kinematic tier (the abstract simulator to be grounded) and the
 mujoco tier (for reference), then one row per correction in ``CORRECTIONS`` — a function from the
@@ -30,6 +35,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +45,14 @@ import torch
 from scenefactory.engines.base import Engine, VehicleParams
 from scenefactory.engines.kinematic import inverse_bicycle
 from scenefactory.errors import UserError
+from scenefactory.evaluation.human import agent_counts, describe_counts, human_baseline, replay_beyond
 from scenefactory.evaluation.metrics import mean_interval
 from scenefactory.experiments.base import Experiment, ExperimentArgs, console
-from scenefactory.experiments.report import markdown_table, write_report
+from scenefactory.experiments.report import markdown_table, metrics_table, write_report
 from scenefactory.grounding.correctors import Method
 from scenefactory.grounding.ground import GroundConfig
 from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 NAME = "log-grounding"
 HOLDOUT_FRAC = 0.5
@@ -234,6 +242,38 @@ def log_divergence(
     return out
 
 
+HUMAN_KEYS = (
+    "goal_reach_rate",
+    "collision_rate",
+    "offroad_rate",
+    "red_light_violation_rate",
+    "timeout_rate",
+    "near_miss_rate",
+    "min_ttc_s",
+    "mean_peak_drac_mps2",
+    "log_divergence_m",
+)
+"""Figures of the human-baseline table (those the metrics lack are left out)."""
+HUMAN_WORLDS = 32
+"""Worlds run at once for the human baseline."""
+
+
+def logged_drivers(
+    engines: Mapping[str, EngineMaker], scenes: Sequence[Scene], params: VehicleParams, dt: float, seed: int
+) -> dict[str, Any]:
+    """The human baseline on every engine: ``{"engines": {name: metrics}, "agents": counts}`` of the
+    scenes' logged drivers closed loop (``evaluation.human``), K = the most agents any scene
+    controls (at most :data:`MAX_AGENTS`; the others replay their logs)."""
+    k = max(1, min(MAX_AGENTS, max(sc.num_agents for sc in scenes)))
+    fitted = [replay_beyond(sc, k) for sc in scenes]
+    w = min(HUMAN_WORLDS, len(fitted))
+    task = replace(DrivingTaskConfig(num_worlds=w, agents_per_world=k), dt_s=dt)
+    out = {
+        name: human_baseline(task, fitted, make(w, k, dt, params), w, seed) for name, make in engines.items()
+    }
+    return {"engines": out, "agents": agent_counts(scenes, k)}
+
+
 def split_scenes(scenes: Sequence[Scene], holdout_frac: float, seed: int) -> tuple[list[Scene], list[Scene]]:
     """``(train, held_out)``: a seeded permutation holds out ``round(frac · n)`` scenes (≥ 1, and
     at least one is left to train on)."""
@@ -312,6 +352,13 @@ def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = Non
             f"  {name}: ADE {results[name]['ade_m']:.3f} m over {results[name]['agents']} logged agents "
             f"({time.perf_counter() - t1:.0f} s)"
         )
+    t1 = time.perf_counter()
+    humans = logged_drivers(REFERENCE_ENGINES, held, params, dt, args.seed)
+    console.print(
+        "  logged drivers: goal "
+        + ", ".join(f"{n} {m['goal_reach_rate']:.3f}" for n, m in humans["engines"].items())
+        + f" ({time.perf_counter() - t1:.0f} s)"
+    )
     fde_keys = [f"fde_{h:g}s_m" for h in HORIZONS_S]
 
     def cell(r: Mapping[str, Any], key: str) -> str:
@@ -349,6 +396,15 @@ def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = Non
         if corrections
         else "\nNo correction: the rows are the uncorrected kinematic tier and the mujoco tier.\n"
     )
+    human_keys = [k for k in HUMAN_KEYS if any(k in m for m in humans["engines"].values())]
+    human_table = metrics_table(["engine"], [([n], m) for n, m in humans["engines"].items()], human_keys)
+    human_section = (
+        "## Logged drivers on the reference engines (human baseline, held-out scenes)\n\n"
+        "The held-out scenes' own drivers, closed loop: each step the action that takes the car "
+        "from its current state onto its log. On real logs they should reach ≥ 0.97 of their goals "
+        "with ≤ 0.01 collision and off-road on every engine; a shortfall is the simulator's, not a "
+        f"policy's.\n\n{human_table}\nAgents: {describe_counts(humans['agents'])}.\n"
+    )
     intro = f"""
 {len(scenes)} converted scenes with driving logs from `{source}`, split by scene (seed {args.seed}):
 {len(train)} for fitting ({train_meta["transitions"]} logged transitions in `train_transitions/`),
@@ -361,7 +417,7 @@ the distance between the simulated and the logged position (while the log is unb
         NAME,
         "Log grounding: divergence from real driving logs",
         intro,
-        ["## Divergence from the logs (held-out scenes)\n\n" + table],
+        ["## Divergence from the logs (held-out scenes)\n\n" + table, human_section],
         None,
         {"split": f"seed {args.seed}, {HOLDOUT_FRAC:g} held out", "training": "none (no policy is trained)"},
         {
@@ -374,7 +430,7 @@ the distance between the simulated and the logged position (while the log is unb
             "engines": list(engines),
             "corrections": list(corrections),
         },
-        {"engines": results},
+        {"engines": results, "human_baseline": humans["engines"], "agents": humans["agents"]},
         [plot],
         time.perf_counter() - t0,
     )

@@ -358,7 +358,7 @@ def observation_dim_of(cfg: DrivingTaskConfig) -> int:
     """The observation width a driving task config produces."""
     oc = cfg.observations
     return obs_terms.observation_dim(
-        len(oc.route_lookahead_m), oc.num_road_points, oc.num_neighbors, oc.friction_aware
+        len(oc.route_lookahead_m), oc.num_road_points, oc.num_neighbors, oc.friction_aware, oc.traffic_signals
     )
 
 

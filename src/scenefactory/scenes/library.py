@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from scenefactory.errors import UserError
 from scenefactory.scenes.procedural import GENERATORS
@@ -40,11 +42,14 @@ def procedural_scenes(
     num_agents: int,
     kinds: Sequence[str] = GENERATOR_KINDS,
     base_seed: int = 0,
+    signal_cycle_s: float = 0.0,
 ) -> list[Scene]:
     """``num_scenes`` procedural scenes of ``split``, cycling through ``kinds``.
 
     Scene ``i`` uses ``kinds[i % len(kinds)]`` and seed ``scene_seed(split, base_seed + i)``;
-    each scene holds up to ``num_agents`` controlled agents (as many as fit).
+    each scene holds up to ``num_agents`` controlled agents (as many as fit). A positive
+    ``signal_cycle_s`` signals the junctions (the kinds whose params have ``signal_cycle_s``) with
+    that cycle; the roads and agents stay those of the same seeds without signals.
     """
     if not kinds:
         raise UserError("procedural_scenes: kinds must name at least one generator")
@@ -53,8 +58,19 @@ def procedural_scenes(
         raise UserError(f"unknown scene generators {unknown}; valid kinds: {', '.join(GENERATOR_KINDS)}")
     if num_scenes < 0:
         raise UserError(f"num_scenes must be >= 0, got {num_scenes}")
+    signalled = {
+        k
+        for k in kinds
+        if signal_cycle_s > 0 and "signal_cycle_s" in {f.name for f in fields(GENERATORS[k].params_type)}
+    }
+    overrides: dict[str, Any] = {"signal_cycle_s": signal_cycle_s}
     return [
-        make_procedural_scene(kinds[i % len(kinds)], scene_seed(split, base_seed + i), num_agents)
+        make_procedural_scene(
+            kinds[i % len(kinds)],
+            scene_seed(split, base_seed + i),
+            num_agents,
+            **(overrides if kinds[i % len(kinds)] in signalled else {}),
+        )
         for i in range(num_scenes)
     ]
 

@@ -15,14 +15,19 @@ Conventions shared by every generator (metres, scene frame, x east, y north):
 - road edges (``BOUNDARY``) run ``shoulder_m`` outside the outer lane boundaries and are oriented
   with the road on their left (the WOMD / WOSAC counter-clockwise convention), so a point right
   of an edge is off-road;
-- the drivable area is the union of lane footprints (within half a lane width of a lane centre):
-  junctions carry a connector lane for every movement, and junction corner edges are the connector
-  curves offset outwards, so no edge ever cuts a lane;
+- the drivable area (``tasks.driving.drivable``) is the road side of the edges united with the lane
+  footprints (within half a lane width of a lane centre), so shoulders count as road; junctions
+  carry a connector lane for every movement, and junction corner edges are the connector curves
+  offset outwards, so no edge ever cuts a lane;
 - the whole scene lies within about +-130 m of the origin.
 
 The curve primitives (``Curve``, ``line``, ``arc``, ``bezier``, ``join``, ``resample``) and the
 road-graph builder live in :mod:`scenefactory.scenes.geometry2d`; this module holds the generators
 and their registry (``GENERATORS``, ``get_generator``, ``sample_params``).
+
+Traffic signals: the intersection and T-junction take an optional ``signal_cycle_s`` (off by
+default); :func:`junction_signals` then gives the scene a looping two-phase
+:class:`~scenefactory.scenes.scene.SignalLog` (``Generator.signals``).
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from scenefactory.scenes.geometry2d import (
     line,
 )
 from scenefactory.scenes.procedural_params import (
+    SIGNAL_ALL_RED_S,
+    SIGNAL_YELLOW_S,
     CurvedParams,
     IntersectionParams,
     MergeParams,
@@ -63,6 +70,7 @@ from scenefactory.scenes.procedural_params import (
     sample_fields,
 )
 from scenefactory.scenes.roadgraph import RoadGraph, RoadLineType
+from scenefactory.scenes.scene import SignalLog, SignalState
 
 # ------------------------------------------------------------------------------------ generators
 
@@ -209,9 +217,9 @@ def make_roundabout(params: RoundaboutParams, rng: np.random.Generator) -> RoadG
 def make_merge(params: MergeParams, rng: np.random.Generator) -> RoadGraph:
     """Highway on-ramp; lanes: main lanes 1.. (full length), rightmost lane split at the merge, the ramp.
 
-    Edges: the left road edge, the main road's right edge up to the gore tip, the ramp's left edge
-    from the ramp start to the gore tip, and the ramp's right edge continuing along the rightmost
-    lane after the merge. The scene is centred on its bounding box (``rng`` is not used).
+    Edges: the left road edge, the main road's right edge up to the gore tip continued back along the
+    ramp's left edge to the ramp start (one polyline), and the ramp's right edge continuing along the
+    rightmost lane after the merge. The scene is centred on its bounding box (``rng`` is not used).
     """
     p = params
     w, m, sh = p.lane_width_m, p.num_main_lanes, p.shoulder_m
@@ -249,10 +257,73 @@ def make_merge(params: MergeParams, rng: np.random.Generator) -> RoadGraph:
     ramp_left = ramp.offset(d)
     tip = int(np.argmax(ramp_left.xy[:, 1] >= -d))  # gore tip: the ramp's left edge meets the main one
     tip_xy = np.array([ramp_left.xy[tip, 0], -d])
-    b.edge(line(np.array([0.0, -d]), tip_xy))
-    b.edge(Curve(np.vstack([ramp_left.xy[:tip], tip_xy]), ramp_left.tan[: tip + 1]).reversed())
+    # The main road's right edge up to the gore tip and back along the ramp's left edge: one
+    # polyline, so the tip is a vertex with the road on both sides past it (not two open ends).
+    gore = Curve(np.vstack([ramp_left.xy[:tip], tip_xy]), ramp_left.tan[: tip + 1]).reversed()
+    b.edge(join(line(np.array([0.0, -d]), tip_xy), gore))
     b.edge(join(ramp.offset(-d), line(np.array([x_end, -d]), np.array([x1, -d]))))
     return b.build()
+
+
+# --------------------------------------------------------------------------------------- signals
+
+SIGNAL_DT_S = 0.1
+"""Step of procedural signal cycles [s] (the driving task's policy step)."""
+
+
+def junction_signals(
+    rg: RoadGraph, cycle_s: float, rng: np.random.Generator, dt_s: float = SIGNAL_DT_S
+) -> SignalLog:
+    """A looping two-phase signal cycle for a junction built by ``_junction``.
+
+    Approach lanes are the lanes with no entry and at least one exit (the arms' inbound lanes).
+    Every movement out of one (a connector lane) is a signal-controlled lane whose stop point is its
+    first point, as WOMD gives each movement its own lane state. Approaches within 45 deg of
+    parallel (either way) to the first approach form phase 0, the crossing ones phase 1. In a cycle
+    of ``n = cycle_s / dt_s`` steps, phase 0 is green for ``n/2 - yellow - all-red`` steps, then
+    yellow for :data:`~scenefactory.scenes.procedural_params.SIGNAL_YELLOW_S`, then red for the rest
+    of the cycle; phase 1 does the same from step ``n/2``; so crossing directions are never both
+    green or yellow, and both are red for
+    :data:`~scenefactory.scenes.procedural_params.SIGNAL_ALL_RED_S` after each yellow. The cycle
+    starts at a step drawn from ``rng`` (so episodes meet every phase).
+    """
+    approaches = [i for i in range(rg.num_lanes) if not rg.entries(i) and rg.exits(i)]
+    if not approaches:
+        raise UserError("junction_signals: the road graph has no approach lane (no entry, some exits)")
+    dirs = [_unit(_angle(rg.lane(i)[-1] - rg.lane(i)[-2])) for i in approaches]
+    crossing = [
+        abs(float(dirs[0][0] * d[1] - dirs[0][1] * d[0])) > math.sin(math.radians(45.0)) for d in dirs
+    ]
+    n = max(2, round(cycle_s / dt_s))
+    half, yellow, clear = n // 2, round(SIGNAL_YELLOW_S / dt_s), round(SIGNAL_ALL_RED_S / dt_s)
+    green = half - yellow - clear
+    if green < 1:
+        raise UserError(f"junction_signals: a {cycle_s} s cycle leaves no green time")
+    phases = np.full((2, n), int(SignalState.STOP), dtype=np.int64)
+    for k, start in enumerate((0, half)):
+        phases[k, start : start + green] = int(SignalState.GO)
+        phases[k, start + green : start + green + yellow] = int(SignalState.CAUTION)
+    phases = np.roll(phases, -int(rng.integers(n)), axis=1)
+    stop_xy, lanes, columns = [], [], []
+    for a, cross in zip(approaches, crossing, strict=True):
+        for c in rg.exits(a):
+            stop_xy.append(rg.lane(c)[0])
+            lanes.append(c)
+            columns.append(phases[int(cross)])
+    return SignalLog(
+        stop_xy=np.array(stop_xy, dtype=np.float64),
+        lane=np.array(lanes, dtype=np.int64),
+        state=np.stack(columns, axis=1),
+        dt_s=dt_s,
+        loop=True,
+    )
+
+
+def _junction_signal_log(
+    params: IntersectionParams | TJunctionParams, rg: RoadGraph, rng: np.random.Generator
+) -> SignalLog | None:
+    """The junction's signal cycle when ``params.signal_cycle_s`` is set, else none."""
+    return junction_signals(rg, params.signal_cycle_s, rng) if params.signal_cycle_s > 0 else None
 
 
 # -------------------------------------------------------------------------------------- registry
@@ -260,11 +331,13 @@ def make_merge(params: MergeParams, rng: np.random.Generator) -> RoadGraph:
 
 @dataclass(frozen=True)
 class Generator:
-    """One procedural road kind: its params type, a params sampler and the road-graph builder."""
+    """One procedural road kind: its params type, a params sampler and the road-graph builder;
+    ``signals`` (optional) gives a scene's traffic signals from its params, road graph and an rng."""
 
     params_type: type
     sample: Callable[[np.random.Generator], Any]
     make: Callable[[Any, np.random.Generator], RoadGraph]
+    signals: Callable[[Any, RoadGraph, np.random.Generator], SignalLog | None] | None = None
 
 
 def _plain(cls: type[P]) -> Callable[[np.random.Generator], P]:
@@ -275,8 +348,12 @@ GENERATORS: Mapping[str, Generator] = MappingProxyType(
     {
         "straight": Generator(StraightParams, _plain(StraightParams), make_straight),
         "curved": Generator(CurvedParams, CurvedParams.sample, make_curved),
-        "intersection": Generator(IntersectionParams, _plain(IntersectionParams), make_intersection),
-        "t_junction": Generator(TJunctionParams, _plain(TJunctionParams), make_t_junction),
+        "intersection": Generator(
+            IntersectionParams, _plain(IntersectionParams), make_intersection, _junction_signal_log
+        ),
+        "t_junction": Generator(
+            TJunctionParams, _plain(TJunctionParams), make_t_junction, _junction_signal_log
+        ),
         "roundabout": Generator(RoundaboutParams, _plain(RoundaboutParams), make_roundabout),
         "merge": Generator(MergeParams, _plain(MergeParams), make_merge),
     }

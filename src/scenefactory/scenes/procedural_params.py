@@ -21,6 +21,16 @@ from scenefactory.errors import UserError
 _MAX_ARC_LENGTH_M = 180.0  # curved road: longest arc, keeps the scene within +-130 m
 _MIN_MERGE_TAIL_M = 30.0  # merge: main road left after the ramp has merged
 _MIN_RING_GAP_DEG = 5.0  # roundabout: ring arc kept between one arm's entry and the next exit
+SIGNAL_YELLOW_S = 3.0
+"""Yellow time of a procedural signal phase [s]."""
+SIGNAL_ALL_RED_S = 1.0
+"""All-red clearance after each yellow [s]."""
+MIN_SIGNAL_GREEN_S = 5.0
+"""Shortest green of a procedural signal phase [s]."""
+MIN_SIGNAL_CYCLE_S = 2.0 * (MIN_SIGNAL_GREEN_S + SIGNAL_YELLOW_S + SIGNAL_ALL_RED_S)
+"""Shortest signal cycle [s]: two phases of green, yellow and all-red."""
+DEFAULT_SIGNAL_CYCLE_S = 40.0
+"""The cycle ``train drive --signals`` gives signalled junctions [s]: 16 s green per direction."""
 
 # ------------------------------------------------------------------------------------- parameters
 
@@ -28,6 +38,17 @@ _MIN_RING_GAP_DEG = 5.0  # roundabout: ring arc kept between one arm's entry and
 def _field(default: Any, lo: float, hi: float, *, sample: bool = True) -> Any:
     """A params field valid in ``[lo, hi]``; ``sample`` says whether the library draws it from that range."""
     return field(default=default, metadata={"range": (lo, hi), "sample": sample})
+
+
+def _check_signal_cycle(params: Any) -> None:
+    """``signal_cycle_s`` is 0 (no signals) or at least :data:`MIN_SIGNAL_CYCLE_S`."""
+    cycle = params.signal_cycle_s
+    if 0.0 < cycle < MIN_SIGNAL_CYCLE_S:
+        raise UserError(
+            f"{type(params).__name__}.signal_cycle_s = {cycle!r}: 0 (no signals) or at least "
+            f"{MIN_SIGNAL_CYCLE_S:g} s (two phases of {MIN_SIGNAL_GREEN_S:g} s green, {SIGNAL_YELLOW_S:g} s "
+            f"yellow and {SIGNAL_ALL_RED_S:g} s all-red)"
+        )
 
 
 def _validate(params: Any) -> None:
@@ -144,6 +165,9 @@ class IntersectionParams:
             degrees, in [0, 15].
         shoulder_m: gap between the outer lane boundary and the road edge, m, in [0, 2].
         point_spacing_m: spacing of polyline points, m, in [0.25, 2].
+        signal_cycle_s: traffic-signal cycle, s: 0 (default) for an unsignalled junction, else in
+            [18, 120]: the two crossing directions take turns, each green, 3 s yellow and 1 s all-red
+            for half the cycle (``procedural.junction_signals``); not sampled.
     """
 
     arm_length_m: float = _field(60.0, 50.0, 70.0)
@@ -153,10 +177,12 @@ class IntersectionParams:
     arm_angle_jitter_deg: float = _field(10.0, 0.0, 15.0, sample=False)
     shoulder_m: float = _field(0.5, 0.0, 2.0, sample=False)
     point_spacing_m: float = _field(1.0, 0.25, 2.0, sample=False)
+    signal_cycle_s: float = _field(0.0, 0.0, 120.0, sample=False)
 
     def __post_init__(self) -> None:
-        """Validate ranges."""
+        """Validate ranges and the signal cycle."""
         _validate(self)
+        _check_signal_cycle(self)
 
 
 @dataclass(frozen=True)
@@ -172,6 +198,9 @@ class TJunctionParams:
             degrees, in [0, 25].
         shoulder_m: gap between the outer lane boundary and the road edge, m, in [0, 2].
         point_spacing_m: spacing of polyline points, m, in [0.25, 2].
+        signal_cycle_s: traffic-signal cycle, s: 0 (default) for an unsignalled junction, else in
+            [18, 120]: the two crossing directions take turns, each green, 3 s yellow and 1 s all-red
+            for half the cycle (``procedural.junction_signals``); not sampled.
     """
 
     arm_length_m: float = _field(60.0, 50.0, 70.0)
@@ -181,10 +210,12 @@ class TJunctionParams:
     arm_angle_jitter_deg: float = _field(15.0, 0.0, 25.0, sample=False)
     shoulder_m: float = _field(0.5, 0.0, 2.0, sample=False)
     point_spacing_m: float = _field(1.0, 0.25, 2.0, sample=False)
+    signal_cycle_s: float = _field(0.0, 0.0, 120.0, sample=False)
 
     def __post_init__(self) -> None:
-        """Validate ranges."""
+        """Validate ranges and the signal cycle."""
         _validate(self)
+        _check_signal_cycle(self)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ Shapes (L lanes, N road lines, M road edges, P points per polyline, E max connec
 - ``crosswalk_xy``/``crosswalk_valid`` (C, Q, 2)/(C, Q) and ``speed_bump_xy``/``speed_bump_valid``
   polygons; ``stop_sign_xy`` (S, 2) positions. Optional (empty by default): procedural scenes have
   none, converted WOMD scenes carry them.
+- ``driveway_xy``/``driveway_valid`` (D, Q, 2)/(D, Q) driveway polygons (WOMD ``MapFeature.driveway``):
+  drivable area beyond the road edges (entrances to lots and garages). Optional, empty by default.
 """
 
 from __future__ import annotations
@@ -105,6 +107,8 @@ class RoadGraph:
     speed_bump_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, 2)))
     speed_bump_valid: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=bool))
     stop_sign_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    driveway_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, 2)))
+    driveway_valid: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=bool))
 
     def __post_init__(self) -> None:
         """Check shapes and connectivity once, at construction (fail loudly, never later)."""
@@ -122,7 +126,7 @@ class RoadGraph:
             xy, valid, kind = (getattr(self, f"{prefix}_{k}") for k in ("xy", "valid", "type"))
             _check(xy.shape[:2] == valid.shape and xy.shape[-1] == 2, f"{prefix}_xy shape {xy.shape}")
             _check(kind.shape == (valid.shape[0],), f"{prefix}_type shape {kind.shape}")
-        for prefix in ("crosswalk", "speed_bump"):
+        for prefix in ("crosswalk", "speed_bump", "driveway"):
             xy, valid = getattr(self, f"{prefix}_xy"), getattr(self, f"{prefix}_valid")
             _check(xy.ndim == 3 and xy.shape[:2] == valid.shape and xy.shape[-1] == 2, f"{prefix}_xy shape")
         _check(self.stop_sign_xy.ndim == 2 and self.stop_sign_xy.shape[-1] == 2, "stop_sign_xy shape")
@@ -200,6 +204,17 @@ class RoadGraph:
         """Speed-bump polygons as ragged ``[(n_i, 2)]``."""
         return _unpad(self.speed_bump_xy, self.speed_bump_valid)
 
+    def driveways(self) -> list[np.ndarray]:
+        """Driveway polygons as ragged ``[(n_i, 2)]``."""
+        return _unpad(self.driveway_xy, self.driveway_valid)
+
+    def with_driveways(self, driveways: Sequence[np.ndarray]) -> RoadGraph:
+        """A copy carrying these driveway polygons (replacing any it had)."""
+        from dataclasses import replace
+
+        xy, valid = pad_polylines(driveways)
+        return replace(self, driveway_xy=xy, driveway_valid=valid)
+
     def with_markings(
         self, crosswalks: Sequence[np.ndarray], speed_bumps: Sequence[np.ndarray], stop_signs: np.ndarray
     ) -> RoadGraph:
@@ -218,8 +233,13 @@ class RoadGraph:
         )
 
     def bounds(self) -> tuple[float, float, float, float]:
-        """``(xmin, ymin, xmax, ymax)`` over every valid point of lanes, lines and edges."""
-        pts = [self.lane_xy[self.lane_valid], self.line_xy[self.line_valid], self.edge_xy[self.edge_valid]]
+        """``(xmin, ymin, xmax, ymax)`` over every valid point of lanes, lines, edges and driveways."""
+        pts = [
+            self.lane_xy[self.lane_valid],
+            self.line_xy[self.line_valid],
+            self.edge_xy[self.edge_valid],
+            self.driveway_xy[self.driveway_valid],
+        ]
         allp = np.concatenate([p for p in pts if len(p)], axis=0)
         lo, hi = allp.min(axis=0), allp.max(axis=0)
         return float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])

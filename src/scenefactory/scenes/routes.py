@@ -334,9 +334,9 @@ def make_procedural_scene(
     gen = get_generator(kind)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise UserError(f"scene seed must be a non-negative integer, got {seed!r}")
-    params_rng, road_rng, friction_rng, agent_rng = (
-        np.random.default_rng(child) for child in np.random.SeedSequence(int(seed)).spawn(4)
-    )
+    params_rng, road_rng, friction_rng, agent_rng, signal_rng = (
+        np.random.default_rng(child) for child in np.random.SeedSequence(int(seed)).spawn(5)
+    )  # spawn(5) leaves the first four streams as spawn(4) gave them
     params = gen.sample(params_rng)
     valid = {f.name for f in dataclasses.fields(params)}
     unknown = sorted(set(overrides) - valid)
@@ -356,4 +356,5 @@ def make_procedural_scene(
         generator=kind,
         seed=int(seed),
         params=dataclasses.asdict(params),
+        signals=None if gen.signals is None else gen.signals(params, roadgraph, signal_rng),
     )

@@ -15,6 +15,10 @@ Shapes (K agents, R route points):
 - ``length_m``/``width_m`` (K,) float64, vehicle footprint.
 - ``agent_valid``     (K,) bool.
 
+Optional logs: ``log`` (:class:`AgentLog`, the controlled agents' logged trajectories), ``replay``
+(:class:`ReplayLog`, other objects played back) and ``signals`` (:class:`SignalLog`, traffic-signal
+states per step and the stop lines of stop signs).
+
 The JSON form lives in :mod:`scenefactory.scenes.scene_json` (``save_scene``/``load_scene``).
 """
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -101,6 +106,100 @@ class ReplayLog:
         return int(self.valid.shape[0])
 
 
+class SignalState(IntEnum):
+    """WOMD ``TrafficSignalLaneState.State`` codes: the state of one signal-controlled lane."""
+
+    UNKNOWN = 0
+    ARROW_STOP = 1
+    ARROW_CAUTION = 2
+    ARROW_GO = 3
+    STOP = 4
+    CAUTION = 5
+    GO = 6
+    FLASHING_STOP = 7
+    FLASHING_CAUTION = 8
+
+
+STOP_STATES = (SignalState.ARROW_STOP, SignalState.STOP, SignalState.FLASHING_STOP)
+"""Red: the lane must not be entered (``FLASHING_STOP`` acts like a stop sign)."""
+CAUTION_STATES = (SignalState.ARROW_CAUTION, SignalState.CAUTION, SignalState.FLASHING_CAUTION)
+"""Yellow."""
+GO_STATES = (SignalState.ARROW_GO, SignalState.GO)
+"""Green."""
+
+
+@dataclass(frozen=True)
+class SignalLog:
+    """Traffic signals replayed by step (as WOMD's ``dynamic_map_states``) and stop-sign stop lines.
+
+    S signal-controlled lanes, T steps of ``dt_s`` (step 0 = the scene's start, WOMD's
+    ``current_time_index``), Q stop-sign stop points:
+
+    - ``stop_xy`` (S, 2) [m] each controlled lane's stop point (WOMD ``stop_point``: where the lane
+      may not be entered on red); ``lane`` (S,) int64 its lane index in the scene's road graph, -1
+      when unknown; ``state`` (T, S) int64 :class:`SignalState` codes.
+    - ``loop``: the T steps repeat forever (a procedural signal cycle); otherwise the state is
+      ``UNKNOWN`` after step T - 1 (the end of a log).
+    - ``sign_xy`` (Q, 2) [m] where each stop sign's stop line crosses a lane it controls (the
+      lane's point nearest to the sign) or the sign's own position when its lanes are unknown;
+      ``sign_lane`` (Q,) int64 that lane's index or -1. Stop-sign positions themselves stay in
+      ``RoadGraph.stop_sign_xy``.
+    """
+
+    stop_xy: np.ndarray
+    lane: np.ndarray
+    state: np.ndarray
+    sign_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    sign_lane: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    dt_s: float = 0.1
+    loop: bool = False
+
+    def __post_init__(self) -> None:
+        """Check shapes, codes and the time step."""
+        s = self.lane.shape[0]
+        for name, shape in (("stop_xy", (s, 2)), ("lane", (s,)), ("sign_lane", (self.sign_xy.shape[0],))):
+            if getattr(self, name).shape != shape:
+                raise SceneFormatError(
+                    f"signals {name} has shape {getattr(self, name).shape}, expected {shape}"
+                )
+        if self.sign_xy.ndim != 2 or self.sign_xy.shape[-1] != 2:
+            raise SceneFormatError(f"signals sign_xy has shape {self.sign_xy.shape}, expected (Q, 2)")
+        if self.state.ndim != 2 or self.state.shape[1] != s:
+            raise SceneFormatError(f"signals state has shape {self.state.shape}, expected (T, {s})")
+        if self.state.size and not (self.state.min() >= 0 and self.state.max() <= max(SignalState)):
+            raise SceneFormatError(f"signals state holds codes outside 0-{int(max(SignalState))}")
+        for name in ("lane", "sign_lane"):
+            if getattr(self, name).size and getattr(self, name).min() < -1:
+                raise SceneFormatError(f"signals {name} holds an index below -1")
+        if not (math.isfinite(self.dt_s) and self.dt_s > 0):
+            raise SceneFormatError(f"signals dt_s must be positive, got {self.dt_s}")
+        if self.loop and s and not self.num_steps:
+            raise SceneFormatError("a looping signal cycle needs at least one step")
+
+    @property
+    def num_signals(self) -> int:
+        """S."""
+        return int(self.lane.shape[0])
+
+    @property
+    def num_steps(self) -> int:
+        """T."""
+        return int(self.state.shape[0])
+
+    def states_at(self, steps: np.ndarray, dt_s: float) -> np.ndarray:
+        """States (n, S) at steps ``steps`` (n,) of length ``dt_s``: the state in force at time
+        ``step · dt_s`` (the last one that began by then), ``UNKNOWN`` past the end of a non-looping log."""
+        idx = np.floor(np.asarray(steps, dtype=np.float64) * dt_s / self.dt_s + 1e-9).astype(np.int64)
+        out = np.zeros((len(idx), self.num_signals), dtype=np.int64)
+        if not self.num_steps:
+            return out
+        if self.loop:
+            return self.state[idx % self.num_steps].astype(np.int64)
+        inside = (idx >= 0) & (idx < self.num_steps)
+        out[inside] = self.state[idx[inside]]
+        return out
+
+
 @dataclass(frozen=True)
 class Scene:
     """One simulation-ready scene; see the module docstring for shapes and units."""
@@ -124,10 +223,19 @@ class Scene:
     params: dict[str, Any] = field(default_factory=dict)
     log: AgentLog | None = None
     replay: ReplayLog | None = None
+    signals: SignalLog | None = None
 
     def __post_init__(self) -> None:
         """Check shapes at construction."""
         k = self.agent_valid.shape[0]
+        sig = self.signals
+        if sig is not None:
+            lanes = np.concatenate([sig.lane, sig.sign_lane])
+            if lanes.size and lanes.max() >= self.roadgraph.num_lanes:
+                raise SceneFormatError(
+                    f"scene '{self.name}': signals refer to lane {int(lanes.max())}, the road graph has "
+                    f"{self.roadgraph.num_lanes} lanes"
+                )
         if self.log is not None and self.log.valid.shape[0] != k:
             raise SceneFormatError(
                 f"scene '{self.name}': log has {self.log.valid.shape[0]} agents, expected {k}"

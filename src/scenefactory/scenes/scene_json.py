@@ -5,6 +5,11 @@ a file is reported with the file and the field path (``SceneFormatError``). Ever
 finite and plausible (the bounds of :mod:`scenefactory.scenes.plausibility`, named in the error),
 and a scene must hold at least one lane and one controlled agent. ``save_scene`` applies the same
 checks before it writes, so it never writes a file that ``load_scene`` refuses.
+
+Optional top-level sections, written when the scene has them: ``log`` (the controlled agents'
+logged trajectories), ``replay`` (other objects played back) and ``signals`` (``dt_s``, ``loop``,
+``lights``: ``[{stop_xy, lane, state[T]}]`` with WOMD state codes 0-8 and lane -1 when unknown,
+``stop_signs``: ``[{stop_xy, lane}]``); files without them load as before.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from scenefactory.scenes.plausibility import (
     Bound,
 )
 from scenefactory.scenes.roadgraph import RoadGraph, RoadGraphError
-from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, make_scene
+from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, SignalLog, SignalState, make_scene
 
 SCENE_FORMAT = "scenefactory.scene"
 SCENE_FORMAT_VERSION = 1
@@ -93,11 +98,82 @@ def scene_to_dict(scene: Scene) -> dict[str, Any]:
             "crosswalks": [_xy_list(p) for p in rg.crosswalks()],
             "speed_bumps": [_xy_list(p) for p in rg.speed_bumps()],
             "stop_signs": _xy_list(rg.stop_sign_xy),
+            "driveways": [_xy_list(p) for p in rg.driveways()],
         },
         "agents": agents,
         **({"log": _log_to_dict(scene)} if scene.log is not None else {}),
         **({"replay": _replay_to_dict(scene.replay)} if scene.replay is not None else {}),
+        **({"signals": _signals_to_dict(scene.signals)} if scene.signals is not None else {}),
     }
+
+
+def _signals_to_dict(sig: SignalLog) -> dict[str, Any]:
+    """The optional ``signals`` section: one entry per signal-controlled lane (stop point, lane index or
+    -1, WOMD state code per step) and per stop-sign stop point."""
+    return {
+        "dt_s": float(sig.dt_s),
+        "loop": bool(sig.loop),
+        "lights": [
+            {
+                "stop_xy": [float(v) for v in sig.stop_xy[i]],
+                "lane": int(sig.lane[i]),
+                "state": [int(v) for v in sig.state[:, i]],
+            }
+            for i in range(sig.num_signals)
+        ],
+        "stop_signs": [
+            {"stop_xy": [float(v) for v in xy], "lane": int(lane)}
+            for xy, lane in zip(sig.sign_xy, sig.sign_lane, strict=True)
+        ],
+    }
+
+
+def _signals_from_dict(r: _Reader, data: Any, num_lanes: int) -> SignalLog:
+    dt = r.number(r.get(data, "dt_s", "signals"), "signals.dt_s", LOG_STEP)
+    loop = r.get(data, "loop", "signals")
+    if not isinstance(loop, bool):
+        raise r.fail("signals.loop", "true or false", loop)
+    cols: dict[str, list[Any]] = {"xy": [], "lane": [], "state": [], "sign_xy": [], "sign_lane": []}
+    codes = f"state codes in [0, {int(max(SignalState))}] (WOMD TrafficSignalLaneState)"
+    steps = None
+    for key, prefix in (("lights", ""), ("stop_signs", "sign_")):
+        items = r.get(data, key, "signals")
+        if not isinstance(items, list):
+            raise r.fail(f"signals.{key}", "a list", items)
+        for i, item in enumerate(items):
+            p = f"signals.{key}[{i}]"
+            xy = r.get(item, "stop_xy", p)
+            if not isinstance(xy, list) or len(xy) != 2:
+                raise r.fail(f"{p}.stop_xy", "[x_m, y_m]", xy)
+            cols[f"{prefix}xy"].append(
+                [r.number(v, f"{p}.stop_xy[{j}]", COORDINATE) for j, v in enumerate(xy)]
+            )
+            lane = r.get(item, "lane", p)
+            if isinstance(lane, bool) or not isinstance(lane, int) or not -1 <= lane < num_lanes:
+                raise r.fail(f"{p}.lane", f"a lane index in [0, {num_lanes - 1}] or -1 (unknown)", lane)
+            cols[f"{prefix}lane"].append(lane)
+            if key == "stop_signs":
+                continue
+            state = r.ints(r.get(item, "state", p), f"{p}.state")
+            steps = len(state) if steps is None else steps
+            if len(state) != steps:
+                raise r.fail(f"{p}.state", f"{steps} steps like the other lights", len(state))
+            if any(not 0 <= v <= max(SignalState) for v in state):
+                raise r.fail(f"{p}.state", codes, state)
+            cols["state"].append(state)
+    s, q = len(cols["lane"]), len(cols["sign_lane"])
+    try:
+        return SignalLog(
+            stop_xy=np.array(cols["xy"], dtype=np.float64).reshape(s, 2),
+            lane=np.array(cols["lane"], dtype=np.int64).reshape(s),
+            state=np.array(cols["state"], dtype=np.int64).reshape(s, steps or 0).T.copy(),
+            sign_xy=np.array(cols["sign_xy"], dtype=np.float64).reshape(q, 2),
+            sign_lane=np.array(cols["sign_lane"], dtype=np.int64).reshape(q),
+            dt_s=dt,
+            loop=loop,
+        )
+    except SceneFormatError as exc:
+        raise SceneFormatError(f"{r.source}: field 'signals': {exc}") from exc
 
 
 def _replay_to_dict(rep: ReplayLog) -> dict[str, Any]:
@@ -317,7 +393,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
             lanes, widths, entries, exits, *polys["road_lines"], *polys["road_edges"]
         )
         marks = {}
-        for key in ("crosswalks", "speed_bumps"):
+        for key in ("crosswalks", "speed_bumps", "driveways"):  # optional: older files lack them
             items = rgd.get(key, [])
             if not isinstance(items, list):
                 raise r.fail(f"roadgraph.{key}", "a list of polygons", items)
@@ -325,6 +401,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         signs = rgd.get("stop_signs", [])
         stop_xy = r.xy(signs, "roadgraph.stop_signs", min_points=0) if signs else np.zeros((0, 2))
         roadgraph = roadgraph.with_markings(marks["crosswalks"], marks["speed_bumps"], stop_xy)
+        roadgraph = roadgraph.with_driveways(marks["driveways"])
     except RoadGraphError as exc:
         raise SceneFormatError(f"{source}: {exc}") from exc
 
@@ -402,6 +479,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         params=params,
         log=_log_from_dict(r, data["log"], len(agents_d)) if "log" in data else None,
         replay=_replay_from_dict(r, data["replay"]) if "replay" in data else None,
+        signals=_signals_from_dict(r, data["signals"], roadgraph.num_lanes) if "signals" in data else None,
     )
 
 

@@ -16,8 +16,10 @@ What ``convert`` guarantees — one bad record costs that record only:
 - **Outputs.** Each scene is written atomically as ``json/<stem>.json`` (plus ``mjcf/<stem>.xml``,
   ``usd/<stem>.usda`` when asked), ``<stem>`` from :func:`scene_file_stem`, only after the checks
   ``load_scene`` applies pass. ``index.json`` (every scene written, merged with an existing index)
-  and ``summary.json`` (read, converted, skipped, errors, warnings) are written at the end of every
-  run, an interrupted one included; an empty TFRecord file is a warning.
+  and ``summary.json`` (read, converted, skipped, errors, warnings, and ``agents``: how many logged
+  objects the converted scenes control, replay and leave out, and why — :func:`agent_totals`) are
+  written at the end of every run, an interrupted one included; an empty TFRecord file is a
+  warning.
 - **Processes.** SIGINT or SIGTERM ends the workers (see :mod:`scenefactory.scenes.womd.pool`),
   writes the two files and raises :class:`ConvertInterrupted`.
 """
@@ -45,7 +47,12 @@ from scenefactory.errors import SceneFormatError, UserError
 from scenefactory.io import write_json
 from scenefactory.scenes.scene import Scene
 from scenefactory.scenes.scene_json import save_scene
-from scenefactory.scenes.womd.convert import ScenarioConversionError, ScenarioValueError, scenario_to_scene
+from scenefactory.scenes.womd.convert import (
+    REASONS,
+    ScenarioConversionError,
+    ScenarioValueError,
+    scenario_to_scene,
+)
 from scenefactory.scenes.womd.gpudrive_json import load_gpudrive_json
 from scenefactory.scenes.womd.pool import Emit, ShardTask, run_in_processes
 from scenefactory.scenes.womd.scenario_pb2 import Scenario
@@ -470,6 +477,29 @@ def convert_files(
     return summary
 
 
+def agent_totals(converted: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over converted entries (their ``report``, a ``ConversionReport`` as a dict): the
+    logged objects ``controlled``, ``replayed``, ``left_out`` (beyond the replay cap) and
+    ``history_only`` (not observed from the current step on), ``by_reason`` (why the replayed and
+    left-out ones are not controlled; every key of ``convert.REASONS``) and ``reasons`` (what each
+    key means)."""
+    by_reason = dict.fromkeys(REASONS, 0)
+    totals = {"controlled": 0, "replayed": 0, "left_out": 0, "history_only": 0}
+    fields = {
+        "controlled": "controlled_agents",
+        "replayed": "replayed_objects",
+        "left_out": "left_out_objects",
+        "history_only": "history_only_objects",
+    }
+    for entry in converted:
+        report = entry.get("report", {})
+        for key, field in fields.items():
+            totals[key] += int(report.get(field, 0))
+        for reason, n in report.get("not_controlled", {}).items():
+            by_reason[reason] = by_reason.get(reason, 0) + int(n)
+    return {**totals, "by_reason": by_reason, "reasons": dict(REASONS)}
+
+
 def _finish(
     collector: _Collector, index: dict[str, Any], out: Path, formats: Sequence[str], interrupted: bool
 ) -> dict[str, Any]:
@@ -491,6 +521,7 @@ def _finish(
         "files": len(reports),
         "scenarios_read": converted + len(skipped) + sum(1 for e in errors if e["scenario_id"] is not None),
         "converted": converted,
+        "agents": agent_totals([c for r in reports for c in r["converted"]]),
         "skipped": skipped,
         "errors": errors,
         "warnings": [w for r in reports for w in r["warnings"]],

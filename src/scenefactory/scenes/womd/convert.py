@@ -10,12 +10,18 @@
   the distance to a neighbouring lane's centre; else :data:`DEFAULT_LANE_WIDTH_M`. Widths are
   clipped to [2.4, 6.0] m, what real lanes span.
 - **Lines and edges.** Road lines and road edges keep their WOMD type codes.
-- **Agents.** Controlled agents are vehicles valid at ``current_time_index`` that actually move
-  (their logged future covers at least :data:`MIN_ROUTE_M`), the self-driving car first, then the
-  tracks to predict, then the others by distance to it, up to ``max_agents``. Each spawns at its
-  logged pose and speed, its route is its logged future path (resampled every metre) and its goal
-  is the route's end; its full logged future becomes the scene's :class:`AgentLog` (expert actions,
-  log divergence).
+- **Agents** (:func:`select_agents`; GPUDrive's and Waymax's practice). A track is controlled
+  when it is a vehicle, observed at ``current_time_index``, moves (some observed position from
+  then on lies :data:`PARKED_M` or more from where it starts) and has a goal its log reaches: the
+  end of its own observed log, :data:`MIN_ROUTE_M` or more from its start. The self-driving car
+  comes first, then the tracks to predict, then the others by distance to it, up to
+  ``max_agents``. Every other track is replayed from its log (below) with its reason, the first
+  that applies, of :data:`REASONS`: ``not_vehicle``, ``not_valid_at_start``, ``parked``,
+  ``short_log``, ``beyond_max_agents``. A controlled agent spawns at its logged pose and speed,
+  its route is its logged future path (resampled every metre) and its goal is the route's end;
+  its full logged future becomes the scene's :class:`AgentLog` (expert actions, log divergence).
+  The counts go into ``Scene.params["agents"]`` (:meth:`AgentSelection.counts`) and the
+  :class:`ConversionReport`.
 - **Road condition.** WOMD carries no weather: scenes get ``condition`` (dry asphalt by default).
 - **Checks first.** A scenario with no drivable lane or no controllable agent is refused with
   :class:`ScenarioConversionError` (nothing to drive); one whose ``current_time_index`` is outside
@@ -24,9 +30,17 @@
   track, step and field — before any of it is used.
 
 - **Markings.** Crosswalk and speed-bump polygons and stop-sign positions go into the road graph.
-- **Log playback.** The other objects (vehicles, pedestrians, cyclists; up to ``max_replay``,
-  nearest first) become the scene's :class:`ReplayLog`: they move along their logs, and the
-  controlled agents must avoid them.
+- **Signals.** ``dynamic_map_states`` from ``current_time_index`` on become the scene's
+  :class:`SignalLog` (step 0 = the current step): one column per signal-controlled lane, in order of
+  first appearance, its WOMD state per step (``UNKNOWN`` where a step does not mention it) and its
+  stop point; lane ids map to road-graph lane indices by their polylines (-1 for a lane that was
+  dropped, e.g. a bike lane). Each stop sign gives one stop point per lane it controls (that lane's
+  point nearest to the sign), or its own position when it names no kept lane.
+- **Log playback.** The other objects (vehicles, pedestrians, cyclists) observed at some step
+  from ``current_time_index`` on become the scene's :class:`ReplayLog`, nearest first, up to
+  ``max_replay`` (the rest are counted as ``left_out``): they move along their logs, and the
+  controlled agents must avoid them. Objects seen only before the current step are counted as
+  ``history_only``.
 
 """
 
@@ -34,6 +48,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,12 +57,26 @@ from scenefactory.scenes.friction import RoadCondition
 from scenefactory.scenes.plausibility import ANGLE, COORDINATE, LENGTH, SPEED, WIDTH, Bound
 from scenefactory.scenes.roadgraph import RoadGraph
 from scenefactory.scenes.routes import arc_lengths, resample_uniform
-from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, make_scene
-from scenefactory.scenes.womd.scenario_pb2 import LaneCenter, Scenario, Track
+from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, SignalLog, make_scene
+from scenefactory.scenes.womd.scenario_pb2 import LaneCenter, MapPoint, Scenario, Track
 
 DEFAULT_LANE_WIDTH_M = 3.7
 WIDTH_RANGE_M = (2.4, 6.0)
 MIN_ROUTE_M = 5.0
+"""Closest a controlled agent's goal (the end of its observed log) may be to its start [m]: farther
+than the goal radius, so that no agent starts at its goal."""
+PARKED_M = 1.0
+"""A vehicle whose every observed position from the current step on lies within this of its start
+[m] does not move (parked, or waiting for the whole log; more than a box's jitter)."""
+REASONS: dict[str, str] = {
+    "not_vehicle": "a pedestrian, cyclist or other object: only vehicles are controlled",
+    "not_valid_at_start": "not observed at current_time_index",
+    "parked": f"does not move: every observed position from the start within {PARKED_M:g} m of it",
+    "short_log": f"its observed log ends within {MIN_ROUTE_M:g} m of its start: no goal to drive to",
+    "beyond_max_agents": "controllable, but beyond --max-agents (the SDC, the tracks to predict, then"
+    " the nearest are controlled)",
+}
+"""Why a track is not controlled (it is replayed instead): key → explanation."""
 WOMD_DT_S = 0.1
 VEHICLE_LANES = (
     LaneCenter.TYPE_UNDEFINED,
@@ -80,6 +109,7 @@ _MAP_POINTS = {
     "road_edge": "polyline",
     "crosswalk": "polygon",
     "speed_bump": "polygon",
+    "driveway": "polygon",
 }
 
 
@@ -97,6 +127,10 @@ class ConversionReport:
     stop_signs: int
     speed_bumps: int
     other_objects: int
+    replayed_objects: int
+    left_out_objects: int
+    history_only_objects: int
+    not_controlled: dict[str, int]
 
 
 def _xy(points: object, origin: np.ndarray) -> np.ndarray:
@@ -268,50 +302,117 @@ def _roadgraph(scenario: Scenario, origin: np.ndarray) -> tuple[RoadGraph, dict[
     rg = rg.with_markings(
         [p for p in crosswalks if len(p)], [p for p in bumps if len(p)], np.array(signs).reshape(-1, 2)
     )
+    # Driveways are drivable area beyond the kerb (tasks.driving.drivable); polygons need 3+ points.
+    driveways = [_xy(f.driveway.polygon, origin) for f in scenario.map_features if f.HasField("driveway")]
+    rg = rg.with_driveways([p for p in driveways if len(p) >= 3])
     return rg, counts
 
 
-def _controlled(scenario: Scenario, origin: np.ndarray, max_agents: int) -> tuple[list[int], int]:
-    """Track indices of the controlled agents (ordered) and the number of vehicles valid now."""
+@dataclass(frozen=True)
+class AgentSelection:
+    """Which tracks a scene controls and replays (module docstring), as track indices.
+
+    ``controlled`` in order (SDC, tracks to predict, then by distance); ``replayed`` nearest first;
+    ``left_out`` the objects beyond ``max_replay``; ``history_only`` those not observed from the
+    current step on; ``reasons`` every track of ``replayed`` and ``left_out`` → its key in
+    :data:`REASONS`; ``vehicles_valid_now`` the vehicles observed at the current step.
+    """
+
+    controlled: list[int]
+    replayed: list[int]
+    left_out: list[int]
+    history_only: list[int]
+    reasons: dict[int, str]
+    vehicles_valid_now: int
+
+    def by_reason(self) -> dict[str, int]:
+        """Count per key of :data:`REASONS` (every key, 0 included)."""
+        out = dict.fromkeys(REASONS, 0)
+        for reason in self.reasons.values():
+            out[reason] += 1
+        return out
+
+    def counts(self, scenario: Scenario) -> dict[str, Any]:
+        """The JSON-able record of ``Scene.params["agents"]``: ``controlled``, ``replayed``,
+        ``left_out``, ``history_only`` counts, ``by_reason`` (why the replayed and left-out ones are
+        not controlled) and the ``controlled_track_ids`` (WOMD track ids, in agent order)."""
+        return {
+            "controlled": len(self.controlled),
+            "replayed": len(self.replayed),
+            "left_out": len(self.left_out),
+            "history_only": len(self.history_only),
+            "by_reason": self.by_reason(),
+            "controlled_track_ids": [int(scenario.tracks[i].id) for i in self.controlled],
+        }
+
+
+def _why_not(tr: Track, t0: int, origin: np.ndarray) -> str | None:
+    """The :data:`REASONS` key that keeps a track from being controlled (``beyond_max_agents``
+    aside), or None if it can be."""
+    if tr.object_type != Track.TYPE_VEHICLE:
+        return "not_vehicle"
+    if t0 >= len(tr.states) or not tr.states[t0].valid:
+        return "not_valid_at_start"
+    fut = np.array([[s.center_x, s.center_y] for s in tr.states[t0:] if s.valid]) - origin
+    away = np.linalg.norm(fut - fut[0], axis=1)
+    if away.max() < PARKED_M:
+        return "parked"
+    if away[-1] < MIN_ROUTE_M:
+        return "short_log"
+    return None
+
+
+def select_agents(scenario: Scenario, origin: np.ndarray, max_agents: int, max_replay: int) -> AgentSelection:
+    """Controlled, replayed and left-out tracks of a scenario (module docstring)."""
     t0 = scenario.current_time_index
     sdc = scenario.sdc_track_index
     predict = {int(r.track_index) for r in scenario.tracks_to_predict}
-    cands = []
+    cands, others, history = [], [], []
+    reasons: dict[int, str] = {}
     valid_now = 0
     for i, tr in enumerate(scenario.tracks):
-        if tr.object_type != Track.TYPE_VEHICLE or t0 >= len(tr.states) or not tr.states[t0].valid:
+        seen = [s for s in tr.states[t0:] if s.valid]
+        if not seen:
+            history.append(i)
             continue
-        valid_now += 1
-        fut = np.array([[s.center_x, s.center_y] for s in tr.states[t0:] if s.valid]) - origin
-        if len(fut) < 2 or arc_lengths(fut)[-1] < MIN_ROUTE_M:
-            continue
-        s0 = tr.states[t0]
-        dist = float(np.hypot(s0.center_x - origin[0], s0.center_y - origin[1]))
-        cands.append(((0 if i == sdc else 1 if i in predict else 2, dist), i))
+        first = seen[0]
+        dist = float(np.hypot(first.center_x - origin[0], first.center_y - origin[1]))
+        valid_now += int(tr.object_type == Track.TYPE_VEHICLE and tr.states[t0].valid)
+        why = _why_not(tr, t0, origin)
+        if why is None:
+            cands.append(((0 if i == sdc else 1 if i in predict else 2, dist), i))
+        else:
+            reasons[i] = why
+            others.append((dist, i))
     cands.sort()
-    return [i for _, i in cands[:max_agents]], valid_now
+    for _, i in cands[max_agents:]:
+        reasons[i] = "beyond_max_agents"
+        first = next(s for s in scenario.tracks[i].states[t0:] if s.valid)
+        others.append((float(np.hypot(first.center_x - origin[0], first.center_y - origin[1])), i))
+    others.sort()
+    return AgentSelection(
+        controlled=[i for _, i in cands[:max_agents]],
+        replayed=[i for _, i in others[:max_replay]],
+        left_out=[i for _, i in others[max_replay:]],
+        history_only=history,
+        reasons=reasons,
+        vehicles_valid_now=valid_now,
+    )
 
 
-def _replay(scenario: Scenario, origin: np.ndarray, exclude: set[int], max_replay: int) -> ReplayLog:
-    """The logged objects that are not controlled, nearest to the origin first (module docstring)."""
+def _replay(scenario: Scenario, origin: np.ndarray, tracks: list[int]) -> ReplayLog:
+    """The replayed tracks' logs from the current step on (module docstring)."""
     t0 = scenario.current_time_index
     rows = []
-    for i, tr in enumerate(scenario.tracks):
-        states = tr.states[t0:]
-        valid = np.array([s.valid for s in states], dtype=bool)
-        if i in exclude or not valid.any():
-            continue
-        first = states[int(np.argmax(valid))]
-        dist = float(np.hypot(first.center_x - origin[0], first.center_y - origin[1]))
-        rows.append((dist, i, tr, valid))
-    rows.sort(key=lambda r: (r[0], r[1]))
-    rows = rows[:max_replay]
-    steps = max((len(r[3]) for r in rows), default=0)
+    for i in tracks:
+        tr = scenario.tracks[i]
+        rows.append((tr, np.array([s.valid for s in tr.states[t0:]], dtype=bool)))
+    steps = max((len(r[1]) for r in rows), default=0)
     n = len(rows)
     xy, yaw, vel = np.zeros((n, steps, 2)), np.zeros((n, steps)), np.zeros((n, steps, 2))
     valid_all = np.zeros((n, steps), dtype=bool)
     length, width, kind = np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64)
-    for j, (_, _, tr, valid) in enumerate(rows):
+    for j, (tr, valid) in enumerate(rows):
         states = tr.states[t0:]
         for t, s in enumerate(states):
             if s.valid:
@@ -326,11 +427,91 @@ def _replay(scenario: Scenario, origin: np.ndarray, exclude: set[int], max_repla
     return ReplayLog(xy, yaw, vel, valid_all, length, width, kind, dt_s=WOMD_DT_S)
 
 
+def _polyline_key(xy: np.ndarray) -> bytes:
+    return np.round(np.asarray(xy, dtype=np.float64), 6).tobytes()
+
+
+def _nearest_on_polyline(p: np.ndarray, poly: np.ndarray) -> np.ndarray:
+    """The point of polyline ``poly`` (m, 2) nearest to ``p`` (2,)."""
+    if len(poly) == 1:
+        return poly[0].copy()
+    a, ab = poly[:-1], np.diff(poly, axis=0)
+    t = np.clip(((p - a) * ab).sum(1) / np.maximum((ab * ab).sum(1), 1e-12), 0.0, 1.0)
+    closest = a + t[:, None] * ab
+    return np.asarray(closest[int(np.argmin(np.linalg.norm(closest - p, axis=1)))])
+
+
+def _signals(scenario: Scenario, origin: np.ndarray, rg: RoadGraph) -> SignalLog | None:
+    """Traffic signals and stop-sign stop points (module docstring); ``None`` when there are neither.
+
+    Raises:
+        ScenarioValueError: a stop point or sign position outside the plausible coordinates.
+    """
+    sid = scenario.scenario_id
+    # feature id -> road-graph lane, matched by polyline (the road graph keeps kept lanes unchanged)
+    by_poly: dict[bytes, int] = {}
+    for i in range(rg.num_lanes):
+        by_poly.setdefault(_polyline_key(rg.lane(i)), i)
+    lane_of: dict[int, int] = {}
+    for f in scenario.map_features:
+        if f.HasField("lane"):
+            idx = by_poly.get(_polyline_key(_xy(f.lane.polyline, origin)))
+            if idx is not None:
+                lane_of[int(f.id)] = idx
+
+    def point(p: MapPoint, what: str) -> np.ndarray:
+        for axis in ("x", "y"):
+            if not COORDINATE.contains(getattr(p, axis)):
+                raise ScenarioValueError(
+                    f"scenario '{sid}': {what}: {axis} = {getattr(p, axis)!r} is not {COORDINATE.describe()}"
+                )
+        return np.array([p.x, p.y]) - origin
+
+    t0 = scenario.current_time_index
+    steps = scenario.dynamic_map_states[t0:]
+    column: dict[int, int] = {}
+    stop_xy: list[np.ndarray] = []
+    seen: dict[tuple[int, int], int] = {}
+    for t, dms in enumerate(steps):
+        for ls in dms.lane_states:
+            lane_id = int(ls.lane)
+            if lane_id not in column:
+                column[lane_id] = len(column)
+                stop_xy.append(point(ls.stop_point, f"step {t0 + t}: signal of lane {lane_id}: stop_point"))
+            seen.setdefault((t, column[lane_id]), int(ls.state))  # the first entry of a step wins
+    state = np.zeros((len(steps), len(column)), dtype=np.int64)
+    for (t, col), code in seen.items():
+        state[t, col] = code
+    sign_xy: list[np.ndarray] = []
+    sign_lane: list[int] = []
+    for f in scenario.map_features:
+        if not f.HasField("stop_sign"):
+            continue
+        pos = point(f.stop_sign.position, f"map feature {f.id} (stop_sign): position")
+        lanes = [lane_of[int(i)] for i in f.stop_sign.lane if int(i) in lane_of]
+        for lane in dict.fromkeys(lanes):
+            sign_xy.append(_nearest_on_polyline(pos, rg.lane(lane)))
+            sign_lane.append(lane)
+        if not lanes:
+            sign_xy.append(pos)
+            sign_lane.append(-1)
+    if not column and not sign_xy:
+        return None
+    return SignalLog(
+        stop_xy=np.array(stop_xy, dtype=np.float64).reshape(-1, 2),
+        lane=np.array([lane_of.get(i, -1) for i in column], dtype=np.int64),
+        state=state,
+        sign_xy=np.array(sign_xy, dtype=np.float64).reshape(-1, 2),
+        sign_lane=np.array(sign_lane, dtype=np.int64),
+        dt_s=WOMD_DT_S,
+    )
+
+
 def scenario_to_scene(
     scenario: Scenario,
     max_agents: int = 32,
     condition: RoadCondition | None = None,
-    max_replay: int = 64,
+    max_replay: int = 128,
 ) -> tuple[Scene, ConversionReport]:
     """Convert one scenario (see the module docstring).
 
@@ -345,12 +526,14 @@ def scenario_to_scene(
     _check_values(scenario)
     origin = _origin(scenario)
     rg, counts = _roadgraph(scenario, origin)
-    agents, valid_now = _controlled(scenario, origin, max_agents)
+    selection = select_agents(scenario, origin, max_agents, max_replay)
+    agents, valid_now = selection.controlled, selection.vehicles_valid_now
     if not agents:
+        why = ", ".join(f"{n} {k}" for k, n in selection.by_reason().items() if n)
         raise ScenarioConversionError(
             f"scenario '{sid}' has no controllable agent: none of its {valid_now} vehicles observed at"
-            f" current_time_index {scenario.current_time_index} has a logged future of {MIN_ROUTE_M:g} m"
-            " or more"
+            f" current_time_index {scenario.current_time_index} moves to a goal {MIN_ROUTE_M:g} m or more"
+            f" away ({why or 'no tracks'})"
         )
     t0 = scenario.current_time_index
     poses, speeds, routes, goals, goal_s, lengths, widths = [], [], [], [], [], [], []
@@ -402,9 +585,14 @@ def scenario_to_scene(
         water_film_mm=cond.water_film_mm,
         friction=cond.mu,
         generator="womd",
-        params={"origin_xy": [float(origin[0]), float(origin[1])], "current_time_index": int(t0)},
+        params={
+            "origin_xy": [float(origin[0]), float(origin[1])],
+            "current_time_index": int(t0),
+            "agents": selection.counts(scenario),
+        },
         log=log,
-        replay=_replay(scenario, origin, set(agents), max_replay),
+        replay=_replay(scenario, origin, selection.replayed),
+        signals=_signals(scenario, origin, rg),
     )
     report = ConversionReport(
         lanes=rg.num_lanes,
@@ -417,5 +605,9 @@ def scenario_to_scene(
         stop_signs=counts["stop_sign"],
         speed_bumps=counts["speed_bump"],
         other_objects=len(scenario.tracks) - len(agents),
+        replayed_objects=len(selection.replayed),
+        left_out_objects=len(selection.left_out),
+        history_only_objects=len(selection.history_only),
+        not_controlled=selection.by_reason(),
     )
     return scene, report

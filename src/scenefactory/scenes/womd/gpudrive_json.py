@@ -18,7 +18,10 @@ The layout read (every field below is required; others, e.g. ``name``, ``goalPos
   ``'stop_sign'``, ``'crosswalk'``, ``'speed_bump'``, ``'driveway'``), ``map_element_id`` (the
   tf_example road-graph type code, which must agree with ``type``), ``id`` (unique).
 - ``tl_states``: ``{lane id: {state[], x[], y[], z[], time_index[]}}`` (equal-length lists; state
-  names ``'unknown'``, ``'arrow_stop'``, …, ``'flashing_caution'``). GPUDrive itself writes ``{}``.
+  names ``'unknown'``, ``'arrow_stop'``, …, ``'flashing_caution'``; ``x, y, z`` the stop point;
+  ``time_index`` the step 0–90). GPUDrive's ``process_waymo_files.py`` writes one entry per lane
+  named in the scenario's ``dynamic_map_states`` (JSON turns the lane ids into string keys), ``{}``
+  for a scenario without signals.
 
 What the resulting ``Scenario`` holds:
 
@@ -36,10 +39,15 @@ What the resulting ``Scenario`` holds:
   (and B gets A as an entry) when A's last point lies within :data:`LANE_LINK_TOLERANCE_M` (3-D
   distance, so lanes on different levels do not link) of B's first point and A's last segment and
   B's first segment point less than 90° apart (so opposite-direction lanes that touch do not link).
-- One ``dynamic_map_states`` entry per step, holding the traffic-signal states of ``tl_states``.
+- One ``dynamic_map_states`` entry per step, holding the traffic-signal states of ``tl_states``
+  (lane = the key, state, stop point); the converter turns them into the scene's ``SignalLog``.
 - ``sdc_track_index``, ``objects_of_interest`` and ``tracks_to_predict`` from ``metadata``. GPUDrive
   writes WOMD's own track indices; it drops vehicles and cyclists that are never valid, which would
   shift them, but WOMD tracks always have a valid step.
+- **No agent selection here.** Every object becomes a track, whatever its type or validity; which
+  ones a scene controls and which it replays (and why) is decided for all three input flavours by
+  :func:`~scenefactory.scenes.womd.convert.select_agents` (GPUDrive's ``mark_as_expert`` is not
+  used: the same rule applies to every source).
 
 Every problem raises :class:`~scenefactory.errors.SceneFormatError` naming the source file, the
 JSON field path (e.g. ``objects[3].position[17].x``) and what was expected.

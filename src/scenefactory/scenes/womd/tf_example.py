@@ -33,6 +33,9 @@ What the resulting ``Scenario`` holds:
 - ``sdc_track_index``: the one track with ``state/is_sdc`` 1 (exactly one is required);
   ``tracks_to_predict``: the tracks with ``state/tracks_to_predict`` 1 (difficulty NONE: this
   flavour has none); ``objects_of_interest``: the track ids with ``state/objects_of_interest`` 1.
+- **No agent selection here.** Every agent slot with a valid step becomes a track, whatever its type;
+  which ones a scene controls and which it replays (and why) is decided for all three input
+  flavours by :func:`~scenefactory.scenes.womd.convert.select_agents`.
 - One map feature per road-graph ``id`` among the valid samples, in order of first appearance, its
   points the samples in order. All samples of one id must share one type code: lanes 0–3
   (``LaneCenter.type`` 0–3), road lines 5 (unknown) and 6–13 (``RoadLine.type`` 1–8), road edges
@@ -43,8 +46,9 @@ What the resulting ``Scenario`` holds:
   :func:`~scenefactory.scenes.womd.gpudrive_json.infer_lane_links` (touching lane ends, same
   direction), unless ``infer_links=False``.
 - ``dynamic_map_states``: with traffic-light features, one entry per step holding the valid signals
-  (lane = the signal's ``id``, state code as ``TrafficSignalLaneState.State``, stop point from
-  ``x, y, z``); without them, none.
+  (lane = the signal's ``id``, the controlled lane's road-graph id; state code as
+  ``TrafficSignalLaneState.State``; stop point from ``x, y, z``); without them, none. The converter
+  turns them into the scene's ``SignalLog``.
 
 Errors: a record that is not an ``Example`` raises
 :class:`~scenefactory.scenes.womd.tfrecord.CorruptRecordError` naming ``where`` (file, record index,

@@ -36,7 +36,13 @@ class RewardTerm:
 
 @dataclass(frozen=True)
 class ObservationConfig:
-    """What each agent sees (all in its own ego frame: x forward, y left)."""
+    """What each agent sees (all in its own ego frame: x forward, y left).
+
+    ``traffic_signals`` adds the next signal and stop sign on the agent's route (distance along the
+    route, the signal's colour, whether the agent has stopped for it; see
+    :func:`~scenefactory.tasks.driving.observations.signal_obs`); off by default, so the width of
+    existing policies' observations is unchanged.
+    """
 
     num_road_points: int = 24
     road_point_range_m: float = 50.0
@@ -46,6 +52,7 @@ class ObservationConfig:
     route_lookahead_m: tuple[float, ...] = (5.0, 10.0, 15.0, 20.0, 30.0)
     friction_aware: bool = True
     ttc_horizon_s: float = 10.0
+    traffic_signals: bool = False
 
     def __post_init__(self) -> None:
         """Validate counts and ranges."""
@@ -90,6 +97,14 @@ def _default_rewards() -> tuple[RewardTerm, ...]:
         RewardTerm("comfort_action_rate", r.action_rate, -0.02),
         RewardTerm("comfort_lateral_accel", r.lateral_accel_excess, -0.05),
     )
+
+
+RED_LIGHT_WEIGHT = -10.0
+"""Weight of ``red_light_violation`` in :func:`with_traffic_signals`: as a collision, so running a
+red light never pays more than the time it saves (waiting costs no reward, only the chance to time
+out before the goal, worth at most the goal bonus)."""
+STOP_SIGN_WEIGHT = -5.0
+"""Weight of ``stop_sign_violation`` in :func:`with_traffic_signals` (stopping costs ~2 s)."""
 
 
 @dataclass(frozen=True)
@@ -151,12 +166,35 @@ class DrivingTaskConfig:
         return round(self.episode_length_s / self.dt_s)
 
 
+def with_traffic_signals(cfg: DrivingTaskConfig) -> DrivingTaskConfig:
+    """``cfg`` with traffic signals on: the signal observation and the red-light and stop-sign
+    penalty terms (weights :data:`RED_LIGHT_WEIGHT`, :data:`STOP_SIGN_WEIGHT`); terms already there
+    are kept as they are."""
+    from scenefactory.tasks.driving import rewards as r
+
+    names = {t.name for t in cfg.rewards}
+    extra = tuple(
+        t
+        for t in (
+            RewardTerm("red_light", r.red_light_violation, RED_LIGHT_WEIGHT),
+            RewardTerm("stop_sign", r.stop_sign_violation, STOP_SIGN_WEIGHT),
+        )
+        if t.name not in names
+    )
+    return replace(
+        cfg, observations=replace(cfg.observations, traffic_signals=True), rewards=cfg.rewards + extra
+    )
+
+
 def task_config_to_dict(cfg: DrivingTaskConfig) -> dict[str, Any]:
     """JSON-ready form of a task config (reward terms by function name and weight); an absent
-    ``friction_change`` is left out, so configs without one read as they did before it existed."""
+    ``friction_change`` and ``traffic_signals`` off are left out, so configs without them read as
+    they did before they existed."""
     out = asdict(replace(cfg, rewards=()))
     if cfg.friction_change is None:
         del out["friction_change"]
+    if not cfg.observations.traffic_signals:
+        del out["observations"]["traffic_signals"]
     out["rewards"] = [{"name": t.name, "fn": t.fn.__name__, "weight": t.weight} for t in cfg.rewards]
     out["observations"]["route_lookahead_m"] = list(cfg.observations.route_lookahead_m)
     return out

@@ -22,6 +22,9 @@ class StepContext:
     - ``offroad``         bool, left the drivable area.
     - ``min_ttc_s``       smallest time-to-collision to any other active agent [s] (inf if none).
     - ``dt_s``            policy step [s].
+    - ``red_light``       bool, ran a red light this step; ``stop_sign`` bool, crossed a stop sign's
+      stop line without having stopped (:mod:`scenefactory.tasks.driving.signals`); ``None`` where
+      the caller tracks no signals (read as never).
     """
 
     state: VehicleState
@@ -34,3 +37,5 @@ class StepContext:
     offroad: torch.Tensor
     min_ttc_s: torch.Tensor
     dt_s: float
+    red_light: torch.Tensor | None = None
+    stop_sign: torch.Tensor | None = None

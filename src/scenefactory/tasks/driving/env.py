@@ -12,9 +12,11 @@ Order of phases in :meth:`DrivingEnv.step` (written down once, here):
 2. geometry: route projection and progress, goal distance, collisions among active agents (the
    engine's own contacts when it has a contact model, exact oriented-box overlap otherwise),
    off-road from the drivable-area distance field at the four corners, pairwise TTC and DRAC;
+   the route stops: red lights run and stop lines crossed (:mod:`~scenefactory.tasks.driving.signals`);
 3. terminations: collision > off-road > goal (one outcome per agent), then the world time-out;
 4. rewards: Σ weight · term(ctx) over the configured terms, zero for agents inactive at the start;
-5. episode statistics (peak DRAC, minimum TTC, progress) and records of finished agent-episodes;
+5. episode statistics (peak DRAC, minimum TTC, progress, signal violations) and records of
+   finished agent-episodes;
 6. deactivate finished agents; reset worlds with no active agent left or out of time; then the
    scheduled friction change (``cfg.friction_change``) of worlds whose episode reached its step;
 7. observations of every agent (fresh for worlds that were just reset).
@@ -23,7 +25,7 @@ Order of phases in :meth:`DrivingEnv.step` (written down once, here):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +40,7 @@ from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.context import StepContext
+from scenefactory.tasks.driving.expert import LogReference, tracking_actions
 from scenefactory.tasks.driving.geometry import (
     PolylineSegments,
     box_corners,
@@ -48,6 +51,7 @@ from scenefactory.tasks.driving.geometry import (
     world_to_ego,
 )
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
+from scenefactory.tasks.driving.signals import StopEvents, stop_events
 
 Objects = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """``(pos_xy, yaw, vel_xy, length, width, active)`` of every object of each world, (W, M, ...)."""
@@ -60,6 +64,9 @@ class FinishedEpisodes:
     ``outcome`` holds :class:`AgentStatus` codes; ``world``/``agent`` say where; ``serial`` is the
     world-episode serial number (the order in which scenes were handed out); ``log_divergence_m``
     is the mean distance to the logged position over the logged steps (NaN without a log).
+    ``red_light_violations``/``stop_sign_violations`` count the red lights run and stop signs
+    crossed without stopping, ``signals_crossed``/``stop_signs_crossed`` the signal and stop-sign
+    stop lines crossed (:mod:`~scenefactory.tasks.driving.signals`); left out, they are zeros.
     """
 
     outcome: torch.Tensor
@@ -72,6 +79,21 @@ class FinishedEpisodes:
     agent: torch.Tensor
     serial: torch.Tensor
     scene_id: torch.Tensor
+    red_light_violations: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    stop_sign_violations: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    signals_crossed: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    stop_signs_crossed: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+
+    def __post_init__(self) -> None:
+        """Counts left out (empty) are zeros, one per agent-episode."""
+        n = self.outcome.shape[0]
+        for name in SIGNAL_COUNTS:
+            if getattr(self, name).shape[0] != n:
+                object.__setattr__(self, name, torch.zeros_like(self.outcome, dtype=torch.long))
+
+
+SIGNAL_COUNTS = ("red_light_violations", "stop_sign_violations", "signals_crossed", "stop_signs_crossed")
+"""Per agent-episode counts of :class:`FinishedEpisodes` about signals and stop signs."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +180,7 @@ class DrivingEnv:
             cfg.observations.num_road_points,
             cfg.observations.num_neighbors,
             cfg.observations.friction_aware,
+            cfg.observations.traffic_signals,
         )
 
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -192,6 +215,7 @@ class DrivingEnv:
         self.log_xy = zeros(w, k, t_log, 2)
         self.log_valid = zeros(w, k, t_log, dtype=torch.bool)
         self.expert = zeros(w, k, t_log, 2)
+        self._expert_ref: LogReference | None = None  # built at the first closed-loop expert_actions
         self.log_div_sum = zeros(w, k)
         self.log_div_count = zeros(w, k)
         n_rep, t_rep = p.replay_xy.shape[1], p.replay_xy.shape[2]
@@ -203,6 +227,16 @@ class DrivingEnv:
         self.replay_length = zeros(w, n_rep)
         self.replay_width = zeros(w, n_rep)
         self.route_segs: PolylineSegments = polyline_segments(self.route_xy, self.route_valid)
+        m = p.stop_s.shape[2]
+        self.num_stops = m  # route stops per agent (signals, stop signs); 0: none in the pool
+        self.stop_s = zeros(w, k, m)
+        self.stop_kind = zeros(w, k, m, dtype=torch.long)
+        self.stop_column = zeros(w, k, m, dtype=torch.long)
+        self.stop_right_turn = zeros(w, k, m, dtype=torch.bool)
+        self.stop_stopped = zeros(w, k, m, dtype=torch.bool)
+        self.stop_passed = zeros(w, k, m, dtype=torch.bool)
+        for name in SIGNAL_COUNTS:
+            setattr(self, name, zeros(w, k, dtype=torch.long))
         self._obs = zeros(w, k, self.obs_dim)
         self.reset()
 
@@ -269,6 +303,7 @@ class DrivingEnv:
         for name, value in vars(segs).items():
             getattr(self.route_segs, name)[world_ids] = value
         self.s_prev[world_ids] = project_on_segments(p.spawn_pose[scene_ids][..., :2], segs)[0]
+        self._reset_stops(world_ids, scene_ids)
 
     EPISODE_STATE = (
         "scene_id",
@@ -287,13 +322,19 @@ class DrivingEnv:
         "_obs",
     )
     """Per-world episode state that is not a copy of the scene pool (that follows from ``scene_id``)."""
+    SIGNAL_STATE = ("stop_stopped", "stop_passed", *SIGNAL_COUNTS)
+    """Episode state of the route stops, part of the state only when the pool has any (so the states
+    of environments without signals read as they did before signals existed)."""
+
+    def _episode_state_names(self) -> tuple[str, ...]:
+        return self.EPISODE_STATE + (self.SIGNAL_STATE if self.num_stops else ())
 
     def state_dict(self) -> dict[str, Any]:
         """Everything the next steps depend on, as plain data (a training checkpoint's ``env_state``):
         the episode state of every world, the scene-draw generator and the engine's state. With
         :meth:`load_state_dict` on an environment built the same way, stepping continues bit for bit."""
         return {
-            "episode": tensors_state(self, self.EPISODE_STATE),
+            "episode": tensors_state(self, self._episode_state_names()),
             "next_serial": self._next_serial,
             "generator": self.generator.get_state(),
             "engine": self.engine.state_dict(),
@@ -316,7 +357,7 @@ class DrivingEnv:
                 f"this pool has {self.pool.num_scenes} scenes"
             )
         self.reset_worlds(torch.arange(self.num_worlds, device=self.device), scene_id.to(self.device))
-        load_tensors_state(self, episode, self.EPISODE_STATE)
+        load_tensors_state(self, episode, self._episode_state_names())
         self._next_serial = int(state.get("next_serial", 0))
         self.generator.set_state(state["generator"])
         self.engine.load_state_dict(state["engine"])
@@ -372,6 +413,7 @@ class DrivingEnv:
         # 2. geometry
         proj = project_on_segments(st.pos_xy, self.route_segs)
         s_now = proj[0]
+        stops = self._stop_events(s_now, st.speed, was_active)
         progress = (s_now - self.s_prev).clamp(-cfg.progress_clip_m, cfg.progress_clip_m) * was_active
         self.s_prev = torch.where(was_active, s_now, self.s_prev)
         goal_dist = (st.pos_xy - self.goal_xy).norm(dim=-1)
@@ -411,6 +453,8 @@ class DrivingEnv:
             offroad=offroad,
             min_ttc_s=min_ttc,
             dt_s=cfg.dt_s,
+            red_light=stops.red_light,
+            stop_sign=stops.stop_sign,
         )
         terms = {t.name: t.fn(ctx) * was_active for t in cfg.rewards}
         reward = torch.zeros_like(progress)
@@ -421,6 +465,8 @@ class DrivingEnv:
         self._track_log(st.pos_xy, was_active)
         self.peak_drac = torch.where(was_active, torch.maximum(self.peak_drac, drac.amax(-1)), self.peak_drac)
         self.min_ttc = torch.where(was_active, torch.minimum(self.min_ttc, min_ttc), self.min_ttc)
+        for name, event in zip(SIGNAL_COUNTS, vars(stops).values(), strict=True):
+            setattr(self, name, getattr(self, name) + event.long())
         outcome = torch.full_like(self.status, int(AgentStatus.ACTIVE))
         outcome = torch.where(time_out, int(AgentStatus.TIMEOUT), outcome)
         outcome = torch.where(goal, int(AgentStatus.GOAL), outcome)
@@ -473,13 +519,86 @@ class DrivingEnv:
         self.log_div_sum += torch.where(ok, (pos_xy - logged).norm(dim=-1), 0.0)
         self.log_div_count += ok.float()
 
-    def expert_actions(self) -> torch.Tensor:
-        """(W, K, 2) the actions that follow each agent's log from the current step (the kinematic
-        tier's inverse of the logged states); 0 where the scene has no log or it has ended."""
+    def expert_actions(self, closed_loop: bool = True) -> torch.Tensor:
+        """(W, K, 2) the logged drivers' actions; 0 where the scene has no log.
+
+        Closed loop (default): the action that takes each agent's current state to its next logged
+        state through the inverse bicycle (:mod:`scenefactory.tasks.driving.expert`), so it tracks
+        its log on every engine and stops at its goal once its log has ended. Open loop: the
+        kinematic tier's inverse of the logged states at the current step, whatever the state (exact
+        on the kinematic tier for a log the bicycle could drive; 0 once the log has ended)."""
+        if closed_loop:
+            if self._expert_ref is None:
+                self._expert_ref = LogReference.from_scenes(
+                    self.pool.scenes, self.agents_per_world, self.device
+                )
+            state = self.engine.state()
+            return tracking_actions(
+                self._expert_ref, self.scene_id, self.step_count, state, self.engine.params, self.cfg.dt_s
+            )
         t_log = self.expert.shape[2]
         t = self.step_count.clamp(max=t_log - 1).view(-1, 1, 1, 1).expand(-1, self.agents_per_world, 1, 2)
         act = torch.gather(self.expert, 2, t).squeeze(2)
         return torch.where((self.step_count < t_log).view(-1, 1, 1), act, torch.zeros_like(act))
+
+    # ------------------------------------------------------------------------------ route stops
+
+    def _reset_stops(self, world_ids: torch.Tensor, scene_ids: torch.Tensor) -> None:
+        """New episodes' route stops: stops at or behind the spawn are passed; an agent that spawns
+        slow within a stop's zone has stopped for it."""
+        if not self.num_stops:
+            return
+        p = self.pool
+        for name in ("s", "kind", "column", "right_turn"):
+            getattr(self, f"stop_{name}")[world_ids] = getattr(p, f"stop_{name}")[scene_ids]
+        for name in SIGNAL_COUNTS:
+            getattr(self, name)[world_ids] = 0
+        valid = p.agent_valid[scene_ids].unsqueeze(-1)
+        zeros = torch.zeros_like(self.stop_passed[world_ids])
+        _, stopped, passed = stop_events(
+            self.s_prev[world_ids],
+            p.spawn_speed[scene_ids].abs(),
+            p.agent_valid[scene_ids],
+            self.stop_s[world_ids],
+            self.stop_kind[world_ids],
+            self.stop_right_turn[world_ids],
+            zeros.long(),
+            zeros.long(),
+            zeros,
+            zeros,
+        )
+        self.stop_stopped[world_ids] = stopped
+        self.stop_passed[world_ids] = passed | ~valid
+
+    def _stop_codes(self, step: torch.Tensor) -> torch.Tensor:
+        """(W, K, M) WOMD state of each route stop's signal at step ``step`` (W,) of each world's
+        episode: the scene's logged or cyclic state, ``UNKNOWN`` past the end of a log."""
+        p = self.pool
+        steps, loop = p.signal_steps[self.scene_id], p.signal_loop[self.scene_id]
+        t = torch.where(loop, step % steps.clamp(min=1), step.clamp(0, p.signal_state.shape[1] - 1))
+        known = (loop | (step < steps)) & (step >= 0)
+        codes = torch.where(known.unsqueeze(-1), p.signal_state[self.scene_id, t], 0)
+        w, k, m = self.stop_column.shape
+        return torch.gather(codes, 1, self.stop_column.reshape(w, k * m)).reshape(w, k, m)
+
+    def _stop_events(self, s_now: torch.Tensor, speed: torch.Tensor, was_active: torch.Tensor) -> StopEvents:
+        """Red lights run and stop lines crossed during this step (rules in ``tasks.driving.signals``)."""
+        if not self.num_stops:
+            none = torch.zeros_like(was_active)
+            return StopEvents(none, none, none, none)
+        events, self.stop_stopped, self.stop_passed = stop_events(
+            s_now,
+            speed.abs(),
+            was_active,
+            self.stop_s,
+            self.stop_kind,
+            self.stop_right_turn,
+            self._stop_codes(self.step_count - 1),
+            self._stop_codes(self.step_count),
+            self.stop_stopped,
+            self.stop_passed,
+        )
+        return events
 
     def _finished(self, done: torch.Tensor, s_now: torch.Tensor) -> FinishedEpisodes:
         w_idx, a_idx = done.nonzero(as_tuple=True)
@@ -496,6 +615,7 @@ class DrivingEnv:
             agent=a_idx,
             serial=self.serial[w_idx],
             scene_id=self.scene_id[w_idx],
+            **{name: getattr(self, name)[w_idx, a_idx] for name in SIGNAL_COUNTS},
         )
 
     # ------------------------------------------------------------------------------ observations
@@ -536,6 +656,13 @@ class DrivingEnv:
         ]
         if oc.friction_aware:
             parts.append(self.friction.view(-1, 1, 1).expand(-1, self.agents_per_world, 1))
+        if oc.traffic_signals:
+            codes = self._stop_codes(self.step_count)
+            parts.append(
+                obs_terms.signal_obs(
+                    s_now, self.stop_s, self.stop_kind, self.stop_passed, self.stop_stopped, codes
+                )
+            )
         obs = torch.cat(parts, dim=-1)
         if not bool(torch.isfinite(obs.sum())):  # one reduction; NaN and inf both propagate
             bad = (~torch.isfinite(obs)).nonzero()[0].tolist()

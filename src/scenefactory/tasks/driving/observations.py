@@ -13,6 +13,10 @@ policy additionally normalizes its inputs. Layout per agent (concatenated in thi
   relative x, y /range, sin and cos of relative yaw, relative velocity /10 (ego frame), length/5,
   width/5, TTC/10 (clipped to 1), valid flag.
 - friction (1, optional): the road friction coefficient of the world.
+- signals (8, optional, ``ObservationConfig.traffic_signals``): the next traffic signal on the
+  agent's route within 50 m: distance along the route /50 (1 when none), a one-hot of red / yellow
+  / green / none-or-unknown, and whether the agent has stopped for it; then the next stop sign:
+  distance /50 (1 when none) and whether it has stopped for it.
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ from __future__ import annotations
 import torch
 
 from scenefactory.tasks.driving.geometry import nearest_k, world_to_ego
+from scenefactory.tasks.driving.signals import SIGNAL, STOP_SIGN, state_one_hot
 
 EGO_DIM = 11
 ROAD_FEATURES = 8
 NEIGHBOR_FEATURES = 10
+SIGNAL_FEATURES = 8
+SIGNAL_RANGE_M = 50.0
 
 
 def ego_obs(
@@ -176,8 +183,46 @@ def neighbor_obs(
     return feats.flatten(-2)
 
 
+def signal_obs(
+    s_now: torch.Tensor,
+    stop_s: torch.Tensor,
+    stop_kind: torch.Tensor,
+    passed: torch.Tensor,
+    stopped: torch.Tensor,
+    codes: torch.Tensor,
+    range_m: float = SIGNAL_RANGE_M,
+) -> torch.Tensor:
+    """The next signal and stop sign ahead on each route → (W, K, 8) (layout in the module docstring).
+
+    ``s_now`` (W, K) route progress [m]; per route stop (W, K, M): arc length ``stop_s``, ``stop_kind``
+    (0 padding, ``SIGNAL``, ``STOP_SIGN``), ``passed`` and ``stopped`` flags and the signal state
+    ``codes`` now (WOMD codes; ignored for stop signs).
+    """
+    if stop_s.shape[-1] == 0:  # no route meets a stop: one padding column
+        pad = stop_s.new_zeros((*stop_s.shape[:-1], 1))
+        stop_s, stop_kind = pad + 1e9, pad.long()
+        passed, stopped, codes = pad.bool(), pad.bool(), pad.long()
+    dist = stop_s - s_now.unsqueeze(-1)
+    ahead = (stop_kind > 0) & ~passed & (dist <= range_m)
+    parts = []
+    for kind in (SIGNAL, STOP_SIGN):
+        d, idx = torch.where(ahead & (stop_kind == kind), dist, torch.inf).min(-1)
+        found = torch.isfinite(d)
+        parts.append(torch.where(found, (d / range_m).clamp(0.0, 1.0), 1.0).unsqueeze(-1))
+        if kind == SIGNAL:
+            code = torch.gather(codes, -1, idx.unsqueeze(-1)).squeeze(-1)
+            parts.append(state_one_hot(torch.where(found, code, 0)))
+        halted = torch.gather(stopped, -1, idx.unsqueeze(-1)).squeeze(-1) & found
+        parts.append(halted.float().unsqueeze(-1))
+    return torch.cat(parts, dim=-1)
+
+
 def observation_dim(
-    num_lookahead: int, num_road_points: int, num_neighbors: int, friction_aware: bool
+    num_lookahead: int,
+    num_road_points: int,
+    num_neighbors: int,
+    friction_aware: bool,
+    traffic_signals: bool = False,
 ) -> int:
     """Length of the flat per-agent observation vector."""
     return (
@@ -186,4 +231,5 @@ def observation_dim(
         + ROAD_FEATURES * num_road_points
         + NEIGHBOR_FEATURES * num_neighbors
         + int(friction_aware)
+        + SIGNAL_FEATURES * int(traffic_signals)
     )

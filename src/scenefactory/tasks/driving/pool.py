@@ -17,12 +17,20 @@ Shapes (S scenes, K agents per world, P road points, R route points):
 - ``replay_*``    non-controlled objects replayed from logs: ``replay_xy`` (S, N, T, 2), ``replay_yaw``
   (S, N, T), ``replay_vel`` (S, N, T, 2), ``replay_valid`` (S, N, T), ``replay_length``/``replay_width``
   (S, N); N = 0 when no scene has any.
+- ``stop_*``      the stop lines on each agent's route (:mod:`~scenefactory.tasks.driving.signals`),
+  M per agent, by arc length: ``stop_s`` (S, K, M) route arc length [m] (1e9 padding),
+  ``stop_kind`` (S, K, M) long (0 padding, ``SIGNAL``, ``STOP_SIGN``), ``stop_column`` (S, K, M) long
+  the signal's column in ``signal_state``, ``stop_right_turn`` (S, K, M); M = 0 when no route meets one.
+- ``signal_state`` (S, T, N) int8 WOMD signal states per policy step (``UNKNOWN`` padding, N >= 1,
+  T >= 1); ``signal_steps`` (S,) long the steps each scene holds; ``signal_loop`` (S,) bool whether
+  they repeat (a procedural cycle) or end (a log: ``UNKNOWN`` after).
 
 Scenes with more agent slots than K are truncated to their first K agents; fewer are padded.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +42,7 @@ from scenefactory.engines.kinematic import inverse_bicycle
 from scenefactory.scenes.roadgraph import PointType
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.drivable import GridStack, build_drivable_grid
+from scenefactory.tasks.driving.signals import SIGNAL, route_stops
 
 NUM_POINT_TYPES = len(PointType)
 
@@ -108,6 +117,13 @@ class ScenePool:
     replay_valid: torch.Tensor
     replay_length: torch.Tensor
     replay_width: torch.Tensor
+    stop_s: torch.Tensor
+    stop_kind: torch.Tensor
+    stop_column: torch.Tensor
+    stop_right_turn: torch.Tensor
+    signal_state: torch.Tensor
+    signal_steps: torch.Tensor
+    signal_loop: torch.Tensor
 
     @property
     def num_scenes(self) -> int:
@@ -189,6 +205,10 @@ def build_pool(
         log_valid=t(log_valid),
         expert=t(expert),
         **{name: t(value) for name, value in replay.items()},
+        **{
+            name: torch.as_tensor(value, device=device)
+            for name, value in {**_route_stops(scenes, k), **_signal_states(scenes, dt_s)}.items()
+        },
     )
 
 
@@ -258,3 +278,49 @@ def _replays(scenes: Sequence[Scene], dt_s: float) -> dict[str, np.ndarray]:
         out["replay_length"][i, :m] = rep.length_m
         out["replay_width"][i, :m] = rep.width_m
     return out
+
+
+def _route_stops(scenes: Sequence[Scene], k: int) -> dict[str, np.ndarray]:
+    """Padded stop lines on every agent's route (see the module docstring)."""
+    found = [
+        [route_stops(sc, i) if i < sc.max_agents and sc.agent_valid[i] else [] for i in range(k)]
+        for sc in scenes
+    ]
+    m = max([len(r) for rows in found for r in rows] + [0])
+    out: dict[str, np.ndarray] = {
+        "stop_s": np.full((len(scenes), k, m), 1e9, dtype=np.float32),
+        "stop_kind": np.zeros((len(scenes), k, m), dtype=np.int64),
+        "stop_column": np.zeros((len(scenes), k, m), dtype=np.int64),
+        "stop_right_turn": np.zeros((len(scenes), k, m), dtype=bool),
+    }
+    for i, rows in enumerate(found):
+        for a, stops in enumerate(rows):
+            for j, st in enumerate(stops):
+                out["stop_s"][i, a, j] = st.s_m
+                out["stop_kind"][i, a, j] = st.kind
+                out["stop_column"][i, a, j] = st.column if st.kind == SIGNAL else 0
+                out["stop_right_turn"][i, a, j] = st.right_turn
+    return out
+
+
+def _signal_states(scenes: Sequence[Scene], dt_s: float) -> dict[str, np.ndarray]:
+    """Signal states of every scene at the policy step ``dt_s`` (see the module docstring)."""
+    per_scene: list[np.ndarray] = []
+    for sc in scenes:
+        sig = sc.signals
+        if sig is None or not sig.num_signals or not sig.num_steps:
+            per_scene.append(np.zeros((0, 0), dtype=np.int64))
+            continue
+        span = sig.num_steps * sig.dt_s / dt_s
+        steps = max(1, round(span) if sig.loop else math.ceil(span - 1e-9))
+        per_scene.append(sig.states_at(np.arange(steps), dt_s))
+    t = max([len(a) for a in per_scene] + [1])
+    n = max([a.shape[1] for a in per_scene] + [1])
+    state = np.zeros((len(scenes), t, n), dtype=np.int8)  # codes 0-8: a WOMD pool stays small
+    for i, a in enumerate(per_scene):
+        state[i, : a.shape[0], : a.shape[1]] = a
+    return {
+        "signal_state": state,
+        "signal_steps": np.array([len(a) for a in per_scene], dtype=np.int64),
+        "signal_loop": np.array([sc.signals is not None and sc.signals.loop for sc in scenes], dtype=bool),
+    }

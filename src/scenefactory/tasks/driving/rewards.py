@@ -53,8 +53,28 @@ def lateral_accel_excess(ctx: StepContext) -> torch.Tensor:
     return (lat - LATERAL_ACCEL_COMFORT_MPS2).clamp(min=0.0)
 
 
+def red_light_violation(ctx: StepContext) -> torch.Tensor:
+    """1 on the step the agent crosses a signal's stop point on red (see ``tasks.driving.signals``)."""
+    return torch.zeros_like(ctx.progress_m) if ctx.red_light is None else ctx.red_light.float()
+
+
+def stop_sign_violation(ctx: StepContext) -> torch.Tensor:
+    """1 on the step the agent crosses a stop sign's stop line without having stopped."""
+    return torch.zeros_like(ctx.progress_m) if ctx.stop_sign is None else ctx.stop_sign.float()
+
+
 REWARD_FUNCTIONS = {
     f.__name__: f
-    for f in (route_progress, goal_reached, collision, offroad, ttc_danger, action_rate, lateral_accel_excess)
+    for f in (
+        route_progress,
+        goal_reached,
+        collision,
+        offroad,
+        ttc_danger,
+        action_rate,
+        lateral_accel_excess,
+        red_light_violation,
+        stop_sign_violation,
+    )
 }
 """Term function name → function: how a saved config names its terms."""
