@@ -389,3 +389,81 @@ def test_a_killed_and_resumed_go1_run_is_bit_identical(tmp_path: Path) -> None:
         b = _weights(tmp_path / "b" / "checkpoints" / f"model_{it}.pt")
         for k in a:
             assert torch.equal(a[k], b[k]), (it, k)
+
+
+def _nan_critic(d: dict[str, Any]) -> None:
+    first = next(k for k, v in d["critic_state_dict"].items() if v.is_floating_point() and v.dim() == 2)
+    d["critic_state_dict"][first][0, 0] = float("nan")
+
+
+def _huge_log_std(d: dict[str, Any]) -> None:
+    key = next(k for k in d["actor_state_dict"] if "log_std" in k)
+    d["actor_state_dict"][key] = torch.full_like(d["actor_state_dict"][key], 1e30)
+
+
+def _short_rng(d: dict[str, Any]) -> None:
+    d["rng"]["torch"] = torch.zeros(10, dtype=torch.uint8)
+
+
+def _env_state_shape(d: dict[str, Any]) -> None:
+    d["env_state"]["episode"]["scene_id"] = torch.zeros(7, dtype=torch.long)
+
+
+def _activation(d: dict[str, Any]) -> None:
+    d["ppo_cfg"]["activation"] = "sparkle"
+
+
+RESUME_EDITS = {
+    "critic NaN": _nan_critic,
+    "log_std": _huge_log_std,
+    "rng": _short_rng,
+    "env_state": _env_state_shape,
+    "activation": _activation,
+    "optimizer": _drop("optimizer_state_dict"),
+    "iteration": lambda d: d.update(iteration=-1),
+    "env_steps": lambda d: d.update(env_steps="many"),
+    "obs_dim": _wider_obs,
+    "task": lambda d: d.update(task="go1"),
+    "engine": lambda d: d.update(engine="warp"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUME_EDITS))
+def test_a_hand_edited_checkpoint_is_refused_at_resume_before_any_scene(
+    name: str, trained: Path, tmp_path: Path
+) -> None:
+    from scenefactory.rl.ppo import resume_checkpoint
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    _edited(trained, tmp_path, RESUME_EDITS[name]).rename(run / "checkpoints" / "latest.pt")
+    with pytest.raises(CheckpointError) as err:
+        resume_checkpoint(_tiny_spec(3), run)
+    assert "\n" not in str(err.value)
+
+
+def test_resume_refuses_a_checkpoints_file(tmp_path: Path) -> None:
+    from scenefactory.rl.ppo import resume_checkpoint
+
+    (tmp_path / "checkpoints").write_text("not a folder")
+    with pytest.raises(CheckpointError, match="is a file"):
+        resume_checkpoint(_tiny_spec(3), tmp_path)
+
+
+def test_experiment_refuses_a_policy_of_another_engine_as_its_kind(
+    trained: Path, tmp_path: Path, cli_error: Any
+) -> None:
+    ckpt = str(trained / "checkpoints" / "latest.pt")
+    line = cli_error(
+        "experiment",
+        "transfer",
+        "--checkpoint",
+        f"kinematic={ckpt}",
+        "--checkpoint",
+        f"mujoco={ckpt}",
+        "--episodes",
+        "1",
+        "--out",
+        str(tmp_path / "x"),
+    )
+    assert "trained on kinematic" in line

@@ -254,6 +254,23 @@ def test_check_out_and_check_input(tmp_path: Path) -> None:
         argtypes.check_input(tmp_path, "--dynamics-model", False, "a model.pt")
 
 
+def test_places_that_cannot_be_written_are_refused_and_nothing_is_left_behind(
+    tmp_path: Path, cli_error: CliError
+) -> None:
+    """Root passes os.access everywhere: the check must really write (``/proc``, broken or looping
+    symlinks), and must not leave the folders it created while checking."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for place in (Path("/proc/sf_out"), loop, dangling / "sub"):
+        with pytest.raises(UserError, match="cannot write there"):
+            argtypes.check_out(place, folder=True)
+    argtypes.check_out(tmp_path / "new" / "deeper", folder=True)
+    assert not (tmp_path / "new").exists()
+    assert "expected a path, got an empty string" in cli_error("eval", "drive", "--out", "")
+
+
 # -------------------------------------------------------------------------------------- rates
 
 

@@ -13,8 +13,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,14 +222,47 @@ def _check_out_place(path: Path, folder: bool, want: str, suffix: str | None, fl
             raise UserError(f"{flag} {path}: is an existing folder, expected {want} (e.g. {example})")
         if not folder and not path.is_file():
             raise UserError(f"{flag} {path}: is not a regular file, expected {want}")
-        if not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
-            raise UserError(f"{flag} {path}: is not writable, expected {want} you can write")
-        return
-    parent = _nearest_existing(path if folder else path.parent)
-    if not parent.is_dir():
-        raise UserError(f"{flag} {path}: {parent} is a file, so nothing can be created under it")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"{flag} {path}: cannot create it, {parent} is not writable")
+    else:
+        parent = _nearest_existing(path if folder else path.parent)
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"{flag} {path}: {parent} is a file, so nothing can be created under it")
+    _try_write(path if folder else path.parent, path, want, flag)
+
+
+def _try_write(folder: Path, path: Path, want: str, flag: str) -> None:
+    """Create the missing folders up to ``folder`` and a temporary file in it, then remove what was
+    created: the one test of writability that also holds for root, ``/proc``, read-only mounts and
+    broken or looping symlinks."""
+    missing: list[Path] = []
+    p = folder.absolute()
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    created: list[Path] = []
+    try:
+        for m in reversed(missing):
+            m.mkdir()
+            created.append(m)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".scenefactory-write-test-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UserError(
+            f"{flag} {path}: cannot write there ({reason}), expected {want} you can write"
+        ) from None
+    finally:
+        for c in reversed(created):
+            with contextlib.suppress(OSError):
+                c.rmdir()
+
+
+def out_path(text: str) -> Path:
+    """Argument type of every ``--out``: a non-empty path (an empty string would mean the current
+    folder, never what was meant)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return Path(text)
 
 
 def check_input(path: Path, flag: str, folder: bool, what: str) -> None:

@@ -28,6 +28,7 @@ from scenefactory.argtypes import (
     PROBABILITY,
     FloatRange,
     IntRange,
+    out_path,
     positive,
 )
 
@@ -59,7 +60,7 @@ def add_task_parser(command: str, tasks: Any) -> None:
     }
     t = tasks.add_parser("go1", help=helps[command])
     t.add_argument("--seed", type=SEED, default=0)
-    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--out", type=out_path, required=True)
     if command == "train":
         t.add_argument("--envs", type=ENVS, default=1024, help="robots simulated in parallel")
         t.add_argument("--iterations", type=positive(MAX_ITERATIONS), default=1500)
@@ -179,7 +180,7 @@ def add_commands(sub: Any) -> None:
     et = e.add_subparsers(dest="task", required=True)
     eg = et.add_parser("go1", help="ONNX with normalization and action scaling inside, plus go1_policy.json")
     eg.add_argument("--checkpoint", type=Path, default=None, help="policy (default: the shipped one)")
-    eg.add_argument("--out", type=Path, required=True)
+    eg.add_argument("--out", type=out_path, required=True)
     d = sub.add_parser("deploy", help="run an exported policy on a robot interface with onnxruntime")
     dt = d.add_subparsers(dest="task", required=True)
     dg = dt.add_parser("go1", help="sim-to-sim check: MuJoCo configured unlike training, 50 Hz ONNX control")
@@ -204,7 +205,7 @@ def add_commands(sub: Any) -> None:
         action="store_true",
         help="also run the training sim with only an actuator delay of 5, 10, 15 and 20 ms",
     )
-    dg.add_argument("--out", type=Path, required=True)
+    dg.add_argument("--out", type=out_path, required=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -127,6 +127,7 @@ class ExperimentArgs:
     def checkpoints_by_kind(self, kinds: Sequence[str]) -> dict[str, list[Path]]:
         """Given checkpoints grouped by kind; an unknown kind, a missing, unsafe or foreign file is a
         ``UserError``."""
+        from scenefactory.engines import ENGINES
         from scenefactory.rl.ppo import load_policy
 
         out: dict[str, list[Path]] = {k: [] for k in kinds}
@@ -139,9 +140,14 @@ class ExperimentArgs:
             if not Path(path).exists():
                 raise UserError(f"--checkpoint {kind}={path}: checkpoint not found")
             try:  # read (safely) and checked now: a bad file fails before any training
-                load_policy(path)
+                trained_on = load_policy(path).meta.get("engine")
             except UserError as exc:
                 raise UserError(f"--checkpoint {kind}={path}: {exc}") from None
+            if kind in ENGINES and trained_on is not None and trained_on != kind:
+                raise UserError(
+                    f"--checkpoint {kind}={path}: the policy was trained on {trained_on}, "
+                    f"expected a {kind}-trained one for KIND {kind}"
+                )
             out[kind].append(Path(path))
         return out
 

@@ -52,6 +52,22 @@ from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.tasks.driving.env import DrivingEnv, StepResult
 
+ACTIVATIONS = (
+    "elu",
+    "selu",
+    "relu",
+    "crelu",
+    "lrelu",
+    "tanh",
+    "sigmoid",
+    "softplus",
+    "gelu",
+    "swish",
+    "mish",
+    "identity",
+)
+"""Activation names rsl-rl's ``resolve_nn_activation`` accepts (checked here, not deep in rsl-rl)."""
+
 
 @dataclass(frozen=True)
 class PPOConfig:
@@ -100,6 +116,8 @@ class PPOConfig:
             raise ValueError(f"actor_rnn_type must be None, 'gru' or 'lstm', got '{self.actor_rnn_type}'")
         if not self.actor_obs_groups or self.actor_obs_groups[0] != "policy":
             raise ValueError(f"actor_obs_groups must start with 'policy', got {self.actor_obs_groups}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got '{self.activation}'")
         if self.actor_rnn_hidden_dim < 1:
             raise ValueError(f"actor_rnn_hidden_dim must be >= 1, got {self.actor_rnn_hidden_dim}")
 
@@ -346,6 +364,12 @@ def load_policy(path: str | os.PathLike[str], task: str = "drive") -> LoadedPoli
         raise CheckpointError(
             f"{path}: checkpoint field 'obs_dim' is {obs_dim}, its task config gives {expected} observations"
         )
+    from scenefactory.engines import ENGINES
+
+    if "engine" in data and data["engine"] not in ENGINES:
+        raise CheckpointError(
+            f"{path}: checkpoint field 'engine' is {data['engine']!r}, expected one of {sorted(ENGINES)}"
+        )
     actor = build_actor(obs_dim, ppo_cfg)
     load_actor_weights(path, actor, state)
     actor.eval()
@@ -489,6 +513,8 @@ def resume_checkpoint(spec: TrainSpec, out_dir: str | os.PathLike[str]) -> dict[
     run made with other settings is a :class:`CheckpointError` naming the first that differs. Cheap:
     callers check this before building any scene."""
     ckpt_dir = Path(out_dir) / "checkpoints"
+    if ckpt_dir.exists() and not ckpt_dir.is_dir():
+        raise CheckpointError(f"{ckpt_dir}: is a file, expected the run's checkpoints folder (or nothing)")
     if not ((ckpt_dir / LATEST).exists() or iteration_files(ckpt_dir)):
         return None
     path = ckpt_dir / LATEST
@@ -509,7 +535,96 @@ def resume_checkpoint(spec: TrainSpec, out_dir: str | os.PathLike[str]) -> dict[
                 f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
                 f"(use another --out folder or the same settings)"
             )
+    check_resume_payload(path, data, spec)
     return data
+
+
+MAX_ABS_LOG_STD = 20.0
+"""A saved log standard deviation beyond ±20 (std outside [2e-9, 5e8]) is a diverged run."""
+
+
+def check_resume_payload(path: Path, data: dict[str, Any], spec: TrainSpec) -> None:
+    """Everything a resume reads, checked before any scene is built: the policy fields (as for
+    evaluation) agree with the run's spec, the networks and optimizer are finite, the counters are
+    integers, and the saved generators and worlds have this run's shapes; one line naming the field."""
+    require_keys(
+        data, path, ("critic_state_dict", "optimizer_state_dict", "iteration", "env_steps", "torch_rng")
+    )
+    task_cfg, ppo_cfg, obs_dim, actor = checked_policy(path, data, "drive", task_config_from_dict)
+    if task_config_to_dict(task_cfg) != task_config_to_dict(spec.task):
+        raise CheckpointError(
+            f"{path}: checkpoint field 'task_cfg' differs from its run's spec (hand-edited?)"
+        )
+    if asdict(ppo_cfg) != asdict(spec.ppo):
+        raise CheckpointError(
+            f"{path}: checkpoint field 'ppo_cfg' differs from its run's spec (hand-edited?)"
+        )
+    if obs_dim != observation_dim_of(spec.task):
+        raise CheckpointError(
+            f"{path}: checkpoint field 'obs_dim' is {obs_dim}, "
+            f"this task gives {observation_dim_of(spec.task)}"
+        )
+    if data.get("engine", spec.engine) != spec.engine:
+        raise CheckpointError(
+            f"{path}: checkpoint field 'engine' is {data.get('engine')!r}, its spec {spec.engine!r}"
+        )
+    for name, value in actor.items():
+        if "log_std" in name and bool((value.abs() > MAX_ABS_LOG_STD).any()):
+            raise CheckpointError(
+                f"{path}: 'actor_state_dict.{name}' is beyond ±{MAX_ABS_LOG_STD:g} (a diverged run: use an "
+                "earlier model_<N>.pt)"
+            )
+    require_finite_state(data["critic_state_dict"], path, "critic_state_dict")
+    _require_finite_optimizer(path, data["optimizer_state_dict"])
+    require_int(data, path, "iteration")
+    require_int(data, path, "env_steps")
+    _require_generator_state(path, "torch_rng", data["torch_rng"])
+    if "env_state" in data or "rng" in data:
+        _check_saved_worlds(path, data, spec.task.num_worlds)
+
+
+def _require_generator_state(path: Path, name: str, value: Any) -> None:
+    """A torch CPU generator's state: a uint8 tensor of the size ``get_state`` gives."""
+    size = torch.get_rng_state().numel()
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8 or value.numel() != size:
+        raise CheckpointError(
+            f"{path}: checkpoint field '{name}' is not a torch generator state ({size} bytes)"
+        )
+
+
+def _require_finite_optimizer(path: Path, opt: Any) -> None:
+    state = opt.get("state") if isinstance(opt, dict) else None
+    if not isinstance(state, dict) or not isinstance(opt.get("param_groups"), list):
+        raise CheckpointError(f"{path}: checkpoint field 'optimizer_state_dict' is not an optimizer state")
+    for key, entry in state.items():
+        if isinstance(entry, dict):
+            require_finite_state(entry, path, f"optimizer_state_dict.state.{key}", allow_empty=True)
+
+
+def _check_saved_worlds(path: Path, data: dict[str, Any], num_worlds: int) -> None:
+    env_state: Any = data.get("env_state")
+    rng: Any = data.get("rng")
+    episode = env_state.get("episode") if isinstance(env_state, dict) else None
+    if not isinstance(episode, dict) or not isinstance(env_state.get("engine"), dict):
+        raise CheckpointError(f"{path}: checkpoint field 'env_state' lacks its 'episode' or 'engine' state")
+    for name, value in episode.items():
+        if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != num_worlds:
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise CheckpointError(
+                f"{path}: 'env_state.episode.{name}' is {shape}, expected {num_worlds} worlds first"
+            )
+    _require_generator_state(path, "env_state.generator", env_state.get("generator"))
+    rng = rng if isinstance(rng, dict) else {}
+    _require_generator_state(path, "rng.torch", rng.get("torch"))
+    numpy_state, python_state = rng.get("numpy"), rng.get("python")
+    ok = isinstance(rng.get("torch"), torch.Tensor)
+    ok = ok and isinstance(numpy_state, list | tuple) and len(numpy_state) == 4
+    ok = ok and isinstance(numpy_state[0], torch.Tensor) and numpy_state[0].numel() == 624
+    ok = ok and isinstance(python_state, list | tuple) and len(python_state) == 3
+    if not ok:
+        raise CheckpointError(
+            f"{path}: checkpoint field 'rng' is not the torch/numpy/python generator states"
+        )
 
 
 class Trainer:
