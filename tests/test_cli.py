@@ -187,8 +187,19 @@ def test_atomic_write_keeps_the_old_file_when_the_write_fails(
 
 def test_transfer_experiment_writes_the_two_by_two_table(trained: Path, tmp_path: Path) -> None:
     ckpt = trained / "checkpoints" / "latest.pt"
+    mj = tmp_path / "mj"  # the mujoco tier's kind takes a mujoco-trained policy
+    tiny = [*TINY, "--iterations", "1", "--out", str(mj)]
+    assert main(["train", "drive", "--engine", "mujoco", "--physics-hz", "100", *tiny]) == 0
     out = tmp_path / "transfer"
-    args = ["experiment", "transfer", "--checkpoint", f"kinematic={ckpt}", "--checkpoint", f"mujoco={ckpt}"]
+    mj_ckpt = mj / "checkpoints" / "latest.pt"
+    args = [
+        "experiment",
+        "transfer",
+        "--checkpoint",
+        f"kinematic={ckpt}",
+        "--checkpoint",
+        f"mujoco={mj_ckpt}",
+    ]
     assert main([*args, "--episodes", "2", "--out", str(out)]) == 0
     result = json.loads((out / "transfer.json").read_text())
     assert sorted(result["cells"]) == [

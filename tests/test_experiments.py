@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,12 @@ def tiny_policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     args = ExperimentArgs(out=out)
     aware = policies("aware", [], lambda s: _tiny_spec(True, s), args, TINY)
     unaware = policies("unaware", [], lambda s: _tiny_spec(False, s), args, TINY)
+    mujoco = policies(  # the mujoco tier's kind takes mujoco-trained policies only
+        "mujoco", [], lambda s: replace(_tiny_spec(True, s), engine="mujoco", physics_hz=100.0), args, TINY
+    )
     assert aware == [out / "train" / "aware_s0" / "checkpoints" / "latest.pt"]
     assert (out / "train" / "aware_s0" / "learning_curve.png").is_file()
-    return {"aware": aware[0], "unaware": unaware[0]}
+    return {"aware": aware[0], "unaware": unaware[0], "mujoco": mujoco[0]}
 
 
 def _finite_numbers(doc: Any) -> list[float]:
@@ -114,7 +118,7 @@ def test_friction_change_end_to_end(tmp_path: Path, tiny_policies: dict[str, Pat
         "--checkpoint",
         f"kinematic={ck}",
         "--checkpoint",
-        f"mujoco={ck}",
+        f"mujoco={tiny_policies['mujoco']}",
     ]
     assert main([*argv, "--episodes", "2", "--out", str(out)]) == 0
     doc = json.loads((out / "results.json").read_text())
@@ -148,6 +152,7 @@ def test_reports_with_several_policies_of_a_kind_have_seed_level_intervals(
     (each drives both roads); the mujoco tier, with one policy, has no interval."""
     out = tmp_path / "fc2"
     a, u = str(tiny_policies["aware"]), str(tiny_policies["unaware"])
+    m = str(tiny_policies["mujoco"])
     argv = [
         "experiment",
         "friction-change",
@@ -156,7 +161,7 @@ def test_reports_with_several_policies_of_a_kind_have_seed_level_intervals(
         "--checkpoint",
         f"kinematic={u}",
     ]
-    assert main([*argv, "--checkpoint", f"mujoco={a}", "--episodes", "2", "--out", str(out)]) == 0
+    assert main([*argv, "--checkpoint", f"mujoco={m}", "--episodes", "2", "--out", str(out)]) == 0
     doc = json.loads((out / "results.json").read_text())
     seed = doc["seed_level"]
     kin = seed["cells"]["kinematic|dry (no change)"]["goal_reach_rate"]
@@ -266,7 +271,8 @@ def test_transfer_is_in_the_registry_and_keeps_its_flags(
 ) -> None:
     out = tmp_path / "transfer"
     ck = tiny_policies["aware"]
-    argv = ["experiment", "transfer", "--checkpoint", f"kinematic={ck}", "--checkpoint", f"mujoco={ck}"]
+    mj = tiny_policies["mujoco"]
+    argv = ["experiment", "transfer", "--checkpoint", f"kinematic={ck}", "--checkpoint", f"mujoco={mj}"]
     assert main([*argv, "--episodes", "1", "--iterations", "3", "--seed", "0", "--out", str(out)]) == 0
     for name in ("report.md", "results.json", "transfer.md", "transfer.json", "transfer.png"):
         assert (out / name).is_file(), name

@@ -161,11 +161,11 @@ def test_runner_checks_the_sidecar_against_the_graph(trained: Path, tmp_path: Pa
     refused({**good, "observation": {**good["observation"], "history": 5}}, r"history 5 × frame_dim 45 = 225")
     refused(
         {k: v for k, v in good.items() if k != "kp"},
-        r"go1_policy\.json: missing or malformed field \(KeyError\('kp'\)\)",
+        r"go1_policy\.json: field 'kp': expected a finite number in \(0, 10000\], got nothing \(missing\)",
     )
     refused(
         {**good, "default_joint_pos_rad": [0.0] * 11},
-        r"default_joint_pos_rad has shape \(11,\), expected \(12,\)",
+        r"field 'default_joint_pos_rad': expected a list of 12 finite numbers",
     )
     state = [{"input": "obs", "output": "h_out", "shape": [1, 1, 8]}]
     refused({**good, "recurrent_state": state}, "recurrent state output 'h_out' is not an output")

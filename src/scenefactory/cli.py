@@ -37,6 +37,7 @@ from scenefactory.argtypes import (
     POLICY_HZ,
     IntRange,
     check_flags,
+    out_path,
     positive,
     train_scenes,
 )
@@ -114,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="train, evaluate and render on the embedded default scenes")
-    d.add_argument("--out", type=Path, default=Path("runs/demo"))
+    d.add_argument("--out", type=out_path, default=Path("runs/demo"))
     d.add_argument("--iterations", type=ITERATIONS, default=None, help="override the demo's PPO iterations")
     d.add_argument("--eval-scenes", type=SCENES, default=None, help="override the held-out scene count")
     d.add_argument("--signals", action="store_true", help=SIGNALS_HELP)
@@ -129,11 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="road condition preset (repeatable; default: dry, wet, ice)",
     )
     vv.add_argument("--physics-hz", type=PHYSICS_HZ, default=DEFAULT_PHYSICS_HZ, help=PHYSICS_HELP)
-    vv.add_argument("--out", type=Path, required=True)
+    vv.add_argument("--out", type=out_path, required=True)
 
     c = sub.add_parser("convert", help="WOMD scenario shards -> scene files (JSON, MJCF, USD)")
     c.add_argument("inputs", nargs="+", help="scenario TFRecord files or globs")
-    c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--out", type=out_path, required=True)
     c.add_argument("--format", default="json", help="comma-separated: json,mjcf,usd (default json)")
     c.add_argument(
         "--workers", type=positive(MAX_WORKERS), default=1, help="worker processes (one shard each)"
@@ -157,10 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     cd.add_argument("--seed", type=DRIVE_SEED, default=0)
     cd.add_argument("--physics-hz", type=PHYSICS_HZ, default=DEFAULT_PHYSICS_HZ, help=PHYSICS_HELP)
     cd.add_argument("--action-lag-steps", type=LAG_STEPS, default=0, help=LAG_HELP)
-    cd.add_argument("--out", type=Path, required=True)
+    cd.add_argument("--dynamics-model", default=None, help="model.pt of 'fit-dynamics' for --engine learned")
+    cd.add_argument("--grounding", default=None, help="folder of 'scenefactory ground' for --engine grounded")
+    cd.add_argument("--out", type=out_path, required=True)
     cl = colt.add_parser("logs", help="transitions of the logged drivers of converted scenes (WOMD)")
     cl.add_argument("--scenes", type=Path, required=True, help="folder of converted scene JSON files")
-    cl.add_argument("--out", type=Path, required=True)
+    cl.add_argument("--out", type=out_path, required=True)
 
     fd = sub.add_parser("fit-dynamics", help="fit a learned dynamics model to a transition dataset")
     fd.add_argument("--data", type=Path, required=True, help="folder written by 'collect drive'")
@@ -170,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fd.add_argument("--epochs", type=positive(MAX_EPOCHS), default=10)
     fd.add_argument("--seed", type=IntRange(0, MAX_SEED), default=0)
-    fd.add_argument("--out", type=Path, required=True)
+    fd.add_argument("--out", type=out_path, required=True)
 
     gr = sub.add_parser("ground", help="correct the kinematic tier toward target transitions")
     gr.add_argument("--method", required=True, help="none | dr | sysid | markov | gat | history")
@@ -182,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--steps", type=positive(MAX_STEPS), default=2000, help="training steps of the networks")
     gr.add_argument("--alpha", type=FRACTION, default=0.5, help="gat: ã = (1-α)a + α·g(s, a)")
     gr.add_argument("--history", type=positive(MAX_HISTORY), default=8, help="history: steps the GRU reads")
-    gr.add_argument("--out", type=Path, required=True)
+    gr.add_argument("--out", type=out_path, required=True)
 
     x = sub.add_parser("experiment", help="reproduce a headline result (writes a report folder)")
     from scenefactory.experiments import EXPERIMENTS
@@ -224,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_model_path,
         help="matrix: a fit-dynamics model.pt to use instead of fitting that family (repeatable)",
     )
-    x.add_argument("--out", type=Path, required=True)
+    x.add_argument("--out", type=out_path, required=True)
 
     sl = sub.add_parser(
         "seed-level", help="an experiment report's figures with the training seed as the unit"
@@ -274,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
             t.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON files to train on")
             t.add_argument("--signals", action="store_true", help=SIGNALS_HELP)
-            t.add_argument("--out", type=Path, required=True)
+            t.add_argument("--out", type=out_path, required=True)
         elif name == "eval":
             t.add_argument("--checkpoint", type=Path, default=None, help="policy to evaluate")
             t.add_argument(
@@ -292,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument("--episodes", type=SCENES, default=100, help="held-out scenes to play")
             t.add_argument("--scenes", type=Path, default=None, help="evaluate on this folder of scene JSON")
             t.add_argument("--worlds", type=WORLDS, default=64, help="worlds run in parallel")
-            t.add_argument("--out", type=Path, required=True)
+            t.add_argument("--out", type=out_path, required=True)
         elif name == "bench":
             t.add_argument("--worlds", type=WORLDS, default=256)
             t.add_argument("--agents", type=AGENTS, default=16)
@@ -301,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
             t.add_argument("--baseline", action="store_true", help="non-vectorized reference")
             t.add_argument("--policy-hz", type=POLICY_HZ, default=10.0, help="policy (control) rate [Hz]")
-            t.add_argument("--out", type=Path, required=True)
+            t.add_argument("--out", type=out_path, required=True)
         else:
             t.add_argument("--checkpoint", type=Path, default=None)
             t.add_argument("--policy", choices=("checkpoint", "expert"), default="checkpoint")
@@ -310,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
             t.add_argument("--panels", type=IntRange(1, 4), default=4, help="scenes shown side by side (1-4)")
             t.add_argument("--scenes", type=Path, default=None, help="render scenes of this folder")
-            t.add_argument("--out", type=Path, required=True)
+            t.add_argument("--out", type=out_path, required=True)
     go1_cli.add_commands(sub)
     return p
 
@@ -319,6 +322,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, check the flags (:func:`check_flags`) and run the command; raises
     :class:`UserError` on bad input, before any work."""
     args, unknown = build_parser().parse_known_args(argv)
+    _Running.command = args.command
     if unknown:
         where = " ".join(
             ["scenefactory", args.command, *([args.task] if getattr(args, "task", None) else [])]
@@ -518,15 +522,40 @@ def run(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+INTERRUPTED = {
+    "train": "the last checkpoint written, if any, is intact; rerun the same command to resume from it",
+    "demo": "the last checkpoint written, if any, is intact; rerun the same command to resume training"
+    " from it and redo the evaluation",
+    "experiment": "finished stages and the last checkpoints written are intact; rerun the same command"
+    " to resume",
+    "collect": "the dataset is unfinished: its meta.json is written last, the shards written are"
+    " complete files; rerun the same command to redo it",
+}
+"""What a Ctrl-C leaves behind, per command that checkpoints or writes as it goes."""
+INTERRUPTED_OTHER = (
+    "every file written is complete (files are written whole); rerun the same command to redo it"
+)
+"""What a Ctrl-C leaves behind for the other commands."""
+
+
+class _Running:
+    """The command being run, for :func:`main`'s message on Ctrl-C (``None`` before parsing)."""
+
+    command: str | None = None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point: user errors become one line on stderr and exit status 2."""
+    """Console entry point: user errors become one line on stderr and exit status 2; Ctrl-C one line
+    saying what the command leaves behind (:data:`INTERRUPTED`), exit status 130."""
+    _Running.command = None
     try:
         return run(argv)
     except UserError as exc:
         print(f"scenefactory: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("scenefactory: interrupted (the last checkpoint written is intact)", file=sys.stderr)
+        note = INTERRUPTED.get(_Running.command or "", INTERRUPTED_OTHER)
+        print(f"scenefactory: interrupted ({note})", file=sys.stderr)
         return 130
 
 

@@ -138,9 +138,12 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
     )
 
 
-def training_scenes(spec: TrainSpec, scenes_dir: Path | None) -> list[Scene]:
-    """Scenes from ``scenes_dir`` (if any) followed by ``spec.num_train_scenes`` procedural ones."""
-    scenes = load_scene_dir(scenes_dir) if scenes_dir is not None else []
+def training_scenes(
+    spec: TrainSpec, scenes_dir: Path | None, loaded: list[Scene] | None = None
+) -> list[Scene]:
+    """Scenes from ``scenes_dir`` (if any; or the ``loaded`` ones) followed by
+    ``spec.num_train_scenes`` procedural ones."""
+    scenes = list(loaded or []) + (load_scene_dir(scenes_dir) if scenes_dir is not None else [])
     if spec.num_train_scenes:
         scenes += procedural_scenes(
             "train",
@@ -162,11 +165,14 @@ def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
     """Train (or resume) a driving policy; writes checkpoints, history, TensorBoard and a curve."""
     spec = make_spec(args, ppo)
     resume = resume_checkpoint(spec, args.out)  # a foreign or unsafe checkpoint fails before any work
-    source = "" if args.scenes_dir is None else f" plus the scenes in {args.scenes_dir}"
+    # the --scenes folder is read (every file checked) before anything is printed: a bad one is a
+    # one-line error, not a status line and then an error
+    loaded = load_scene_dir(args.scenes_dir) if args.scenes_dir is not None else []
+    source = "" if args.scenes_dir is None else f" plus the {len(loaded)} scenes in {args.scenes_dir}"
     console.print(
         f"building {spec.num_train_scenes} procedural training scenes{source} (seed {spec.seed}) ..."
     )
-    scenes = training_scenes(spec, args.scenes_dir)
+    scenes = training_scenes(spec, None, loaded)
     trainer = Trainer(spec, scenes, args.out, checkpoint=resume)
     if trainer.iteration:
         console.print(f"resuming {args.out} at iteration {trainer.iteration}/{spec.iterations}")
@@ -543,10 +549,12 @@ def convert(
     :class:`~scenefactory.scenes.womd.batch.ConvertInterrupted` on SIGINT/SIGTERM once the workers
     have ended and ``summary.json``/``index.json`` are written (see ``scenes.womd.batch``).
     """
-    from scenefactory.scenes.womd.batch import convert_files, parse_formats, prepare
+    from scenefactory.scenes.womd.batch import check_ray_address, convert_files, parse_formats, prepare
 
     fmts = parse_formats(formats)
     files = prepare(inputs, out)  # user errors surface here, before the progress bar starts
+    if ray_address is not None:
+        check_ray_address(ray_address)  # an unreachable cluster: one line, not minutes of retries
     total = len(files)
     with _progress() as bar:
         job = bar.add_task("convert", total=total, info="")
@@ -581,6 +589,8 @@ def collect(args: Any) -> dict[str, Any]:
             physics_hz=args.physics_hz,
             progress=lambda done, total: bar.update(job, completed=done),
             action_lag_steps=args.action_lag_steps,
+            dynamics_model=args.dynamics_model,
+            grounding=args.grounding,
         )
 
 
@@ -596,10 +606,12 @@ def fit_dynamics_cmd(
     data: Path, kind: str, history: int | None, epochs: int, seed: int, out: Path
 ) -> dict[str, Any]:
     """``scenefactory fit-dynamics``: train a dynamics model, report held-out errors vs the bicycle."""
+    from scenefactory.grounding.dataset import load_transitions
     from scenefactory.grounding.fit import fit_dynamics
     from scenefactory.grounding.models import DynamicsModelConfig, model_kind
 
     cfg = DynamicsModelConfig(kind=model_kind(kind), history_len=history)
+    dataset = load_transitions(data, min_episodes=2)  # read and checked once, before the progress bar
     with _progress() as bar:
         job = bar.add_task(f"fit-dynamics ({kind})", total=epochs, info="")
         result = fit_dynamics(
@@ -609,6 +621,7 @@ def fit_dynamics_cmd(
             epochs=epochs,
             seed=seed,
             progress=lambda e, n, loss: bar.update(job, completed=e, info=f"loss {loss:.4f}"),
+            dataset=dataset,
         )
     return result.metrics
 
@@ -616,15 +629,16 @@ def fit_dynamics_cmd(
 def ground_cmd(data: Path, out: Path, cfg: Any) -> dict[str, Any]:
     """``scenefactory ground``: fit one grounding method (a ``GroundConfig``) on target data and
     print its held-out errors next to the uncorrected bicycle's."""
-    from scenefactory.grounding.ground import ground
+    from scenefactory.grounding.ground import ground, load_target
 
+    dataset = load_target(data, cfg)  # read and checked once, before the progress bar
     with _progress() as bar:
         job = bar.add_task(f"ground ({cfg.method.value})", total=None, info="")
 
         def on_progress(done: int, total: int, info: str) -> None:
             bar.update(job, completed=done, total=total, info=info)
 
-        result = ground(data, cfg, out, progress=on_progress)
+        result = ground(data, cfg, out, progress=on_progress, dataset=dataset)
     held = result.config["heldout"]
     rows = [
         (f"grounded ({cfg.method.value})", held["grounded"]),

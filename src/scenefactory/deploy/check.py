@@ -19,6 +19,8 @@ import numpy as np
 
 from scenefactory.deploy.robot import SIM2SIM, TRAINING_SIM, MujocoGo1, SimRobotConfig
 from scenefactory.deploy.runner import OnnxPolicyRunner
+from scenefactory.errors import UserError
+from scenefactory.robots import go1
 
 DEPLOY_COMMANDS: tuple[tuple[float, float, float], ...] = (
     (0.0, 0.0, 0.0),
@@ -47,6 +49,26 @@ def _mean_ci(x: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(half)
 
 
+def require_simulable(runner: OnnxPolicyRunner, robots: Sequence[SimRobotConfig]) -> None:
+    """Refuse (:class:`~scenefactory.errors.UserError`, before any work) a policy the simulated
+    Go1s cannot run as its sidecar says: joints in another order than the model's, or a control
+    period that is not a whole number of a robot's physics steps."""
+    where = runner.sidecar_path
+    if runner.joint_names != list(go1.JOINT_NAMES):
+        raise UserError(
+            f"{where}: field 'joint_names' lists {runner.joint_names}; the simulated Go1 expects "
+            f"{list(go1.JOINT_NAMES)} (this order)"
+        )
+    for cfg in robots:
+        dt = cfg.solver.timestep_s
+        steps = round(1.0 / (runner.control_hz * dt))
+        if steps < 1 or not math.isclose(steps * dt * runner.control_hz, 1.0, rel_tol=1e-6):
+            raise UserError(
+                f"{where}: field 'control_hz' {runner.control_hz:g}: a control period must be a whole "
+                f"number of the simulated robot's {dt:g} s physics steps (e.g. 50 Hz)"
+            )
+
+
 def track(
     runner: OnnxPolicyRunner,
     cfg: SimRobotConfig,
@@ -56,8 +78,8 @@ def track(
     settle_s: float,
     seed: int,
 ) -> list[dict[str, Any]]:
-    """Tracking rows of ``runner`` on a robot simulated with ``cfg``."""
-    robot = MujocoGo1(cfg, seed=seed)
+    """Tracking rows of ``runner`` on a robot simulated with ``cfg`` (ticking at the sidecar's rate)."""
+    robot = MujocoGo1(replace(cfg, control_hz=runner.control_hz), seed=seed)
     rng = np.random.default_rng(seed)
     ticks = round(seconds * runner.control_hz)
     first = round(min(settle_s, seconds / 2) * runner.control_hz)
@@ -111,6 +133,7 @@ def sim2sim(
     commands: Sequence[tuple[float, float, float]] = DEPLOY_COMMANDS,
 ) -> dict[str, Any]:
     """Both robots, the comparison per command, and an overall verdict."""
+    require_simulable(runner, (TRAINING_SIM, SIM2SIM))
     train_rows = track(runner, TRAINING_SIM, commands, episodes, seconds, settle_s, seed)
     s2s_rows = track(runner, SIM2SIM, commands, episodes, seconds, settle_s, seed)
     comparison = compare(train_rows, s2s_rows)
@@ -186,6 +209,7 @@ def against(
 ) -> dict[str, list[dict[str, Any]]]:
     """Name → :func:`compare` of the training simulator (``train_rows``: its rows for ``commands``)
     against each of ``robots``."""
+    require_simulable(runner, list(robots.values()))
     return {
         name: compare(train_rows, track(runner, cfg, commands, episodes, seconds, settle_s, seed))
         for name, cfg in robots.items()

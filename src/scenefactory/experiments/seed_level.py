@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from scenefactory.errors import UserError
+from scenefactory.errors import UserError, warn
 from scenefactory.experiments.report import METRIC_LABELS, fmt_ci, fmt_diff, markdown_table
 from scenefactory.io import atomic_write_text, write_json
 
@@ -69,11 +69,74 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     return {"diff": out["mean"], "ci95": out["ci95"], "df": float(d.size - 1), "test": "paired t"}
 
 
-def _seeds(cell_name: str, cell: Mapping[str, Any]) -> tuple[list[Any], list[Mapping[str, Any]]]:
+class ResultsFieldError(UserError):
+    """A ``results.json`` that does not hold what :func:`seed_level` reads (names the field)."""
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A JSON value as written, shortened to ``limit`` characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _cells(results: Any) -> Mapping[str, Any]:
+    """``results['results']['cells']``, checked to be an object of cells by name."""
+    if not isinstance(results, Mapping):
+        raise ResultsFieldError(f"expected a JSON object (an experiment report), got {_show(results)}")
+    inner = results.get("results")
+    if not isinstance(inner, Mapping) or "cells" not in inner:
+        what = "'results'" if not isinstance(inner, Mapping) else "'results.cells'"
+        raise ResultsFieldError(f"field {what} is missing or not an object (not an experiment report?)")
+    cells = inner["cells"]
+    if not isinstance(cells, Mapping):
+        raise ResultsFieldError(
+            f"field 'results.cells': expected an object of cells by name, got {_show(cells)}"
+        )
+    return cells
+
+
+def _seeds(cell_name: str, cell: Any) -> tuple[list[Any], list[Mapping[str, Any]]]:
+    """The training seeds (or positions) of a cell's policies and their figures, checked."""
+    where = f"results.cells.{cell_name}"
+    if not isinstance(cell, Mapping):
+        raise ResultsFieldError(f"field '{where}': expected an object (a cell), got {_show(cell)}")
     per = cell.get("per_policy")
     if not isinstance(per, list) or not per:
-        raise UserError(f"cell '{cell_name}' has no per_policy figures (one entry per trained policy)")
-    return [i if p.get("trained_seed") is None else p["trained_seed"] for i, p in enumerate(per)], per
+        raise ResultsFieldError(
+            f"cell '{cell_name}' has no per_policy figures (field '{where}.per_policy': expected a "
+            f"non-empty list, one entry per trained policy, got {_show(per)})"
+        )
+    seeds = []
+    for i, p in enumerate(per):
+        if not isinstance(p, Mapping):
+            raise ResultsFieldError(
+                f"field '{where}.per_policy[{i}]': expected an object (one policy's figures), got {_show(p)}"
+            )
+        seed = p.get("trained_seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ResultsFieldError(
+                f"field '{where}.per_policy[{i}].trained_seed': expected an integer seed or null, "
+                f"got {_show(seed)}"
+            )
+        seeds.append(i if seed is None else seed)
+    return seeds, per
+
+
+def _figure(value: Any, where: str, metric: str) -> float | None:
+    """A policy's figure: a finite number (a rate in [0, 1]); ``None`` where it is null or not
+    finite (reported as missing); :class:`ResultsFieldError` for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ResultsFieldError(f"field '{where}': expected a number or null, got {_show(value)}")
+    if not math.isfinite(value):
+        return None
+    if metric.endswith("_rate") and not 0.0 <= value <= 1.0:
+        raise ResultsFieldError(f"field '{where}': expected a rate in [0, 1], got {_show(value)}")
+    return float(value)
 
 
 def seed_level(
@@ -86,35 +149,43 @@ def seed_level(
 
     ``compare``: pairs of cell names (keys of ``results['results']['cells']``); each gives A − B per
     metric that both cells have. Cells with one policy are listed without an interval. ``strict``:
-    a cell without per-policy figures, a pair with fewer than 2 seeds on a side, or (``paired``) a
-    pair whose seeds differ is an error; otherwise it is left out (how reports use it)."""
-    try:
-        cells = results["results"]["cells"]
-    except (KeyError, TypeError):
-        raise UserError("results.json has no results.cells (not an experiment report?)") from None
+    a malformed cell (:class:`ResultsFieldError`, naming the field), a pair with fewer than 2 seeds
+    on a side, or (``paired``) a pair whose seeds differ is an error; otherwise it is left out (how
+    reports use it). A metric that some policies of a cell have and others lack, or have as null or
+    NaN, is kept with ``None`` for those seeds and their list in ``missing_seeds`` (no interval,
+    and no difference with it); a metric no policy of a cell has is not listed."""
+    cells = _cells(results)
     out_cells: dict[str, Any] = {}
     for name, cell in cells.items():
         try:
             seeds, per = _seeds(name, cell)
+            row: dict[str, Any] = {"seeds": seeds}
+            for metric in METRICS:
+                if not any(metric in p for p in per):
+                    continue
+                values = [
+                    _figure(p.get(metric), f"results.cells.{name}.per_policy[{i}].{metric}", metric)
+                    for i, p in enumerate(per)
+                ]
+                missing = [s for s, v in zip(seeds, values, strict=True) if v is None]
+                if missing:
+                    row[metric] = {"per_seed": values, "missing_seeds": missing}
+                    continue
+                known = [v for v in values if v is not None]
+                summary = t_interval(known) if len(known) > 1 else {}
+                if summary and metric.endswith("_rate"):  # a rate's interval stays within [0, 1]
+                    summary["ci95"] = [max(0.0, summary["ci95"][0]), min(1.0, summary["ci95"][1])]
+                row[metric] = {"per_seed": known, **summary}
         except UserError:
             if strict:
                 raise
             continue
-        row: dict[str, Any] = {"seeds": seeds}
-        for metric in METRICS:
-            values = [v for p in per if isinstance(v := p.get(metric), int | float) and math.isfinite(v)]
-            if len(values) < len(per):
-                continue
-            summary = t_interval(values) if len(values) > 1 else {}
-            if summary and metric.endswith("_rate"):  # a rate's interval stays within [0, 1]
-                summary["ci95"] = [max(0.0, summary["ci95"][0]), min(1.0, summary["ci95"][1])]
-            row[metric] = {"per_seed": values, **summary}
         out_cells[name] = row
     comparisons = []
     for a, b in compare:
-        missing = [name for name in (a, b) if name not in cells]
-        if missing and strict:
-            raise UserError(f"--compare: no cell '{missing[0]}'; expected one of {', '.join(cells)}")
+        missing_cells = [name for name in (a, b) if name not in cells]
+        if missing_cells and strict:
+            raise UserError(f"--compare: no cell '{missing_cells[0]}'; expected one of {', '.join(cells)}")
         problem = _unusable(a, b, out_cells, paired)
         if problem is not None:
             if strict:
@@ -123,7 +194,9 @@ def seed_level(
         sa, sb = out_cells[a]["seeds"], out_cells[b]["seeds"]
         entry: dict[str, Any] = {"a": a, "b": b, "paired": paired}
         for metric in METRICS:
-            if metric not in out_cells[a] or metric not in out_cells[b]:
+            if not all(
+                metric in out_cells[c] and "missing_seeds" not in out_cells[c][metric] for c in (a, b)
+            ):
                 continue
             va, vb = out_cells[a][metric]["per_seed"], out_cells[b][metric]["per_seed"]
             if paired:
@@ -135,6 +208,16 @@ def seed_level(
                 entry[metric] = welch_difference(va, vb)
         comparisons.append(entry)
     return {"cells": out_cells, "comparisons": comparisons}
+
+
+def missing_figures(summary: Mapping[str, Any]) -> list[tuple[str, str, list[Any]]]:
+    """(cell, metric, seeds) of every figure :func:`seed_level` found null, NaN or absent."""
+    return [
+        (name, metric, row[metric]["missing_seeds"])
+        for name, row in summary["cells"].items()
+        for metric in METRICS
+        if metric in row and "missing_seeds" in row[metric]
+    ]
 
 
 def _unusable(a: str, b: str, cells: Mapping[str, Any], paired: bool) -> str | None:
@@ -160,6 +243,14 @@ def _digits(metric: str) -> int:
     return 2 if metric == "mean_peak_drac_mps2" else 3
 
 
+def _no_interval(entry: Mapping[str, Any]) -> str:
+    """Why a cell's metric has no interval: figures missing for some seeds, or one seed."""
+    if "missing_seeds" in entry:
+        seeds = ", ".join(str(s) for s in entry["missing_seeds"])
+        return f"n/a (no figure for seed {seeds})"
+    return "n/a (1 seed)"
+
+
 def cells_markdown(summary: Mapping[str, Any], metrics: Sequence[str] = METRICS) -> str:
     """One table per metric: each cell's per-seed figures and their mean [95 % CI]."""
     parts = []
@@ -167,12 +258,14 @@ def cells_markdown(summary: Mapping[str, Any], metrics: Sequence[str] = METRICS)
         rows = [
             [
                 _cell(name),
-                " / ".join(f"{v:.{_digits(metric)}f}" for v in row[metric]["per_seed"]),
+                " / ".join(
+                    "n/a" if v is None else f"{v:.{_digits(metric)}f}" for v in row[metric]["per_seed"]
+                ),
                 fmt_ci(
                     {"mean": row[metric]["mean"], "mean_ci95": row[metric]["ci95"]}, "mean", _digits(metric)
                 )
                 if "mean" in row[metric]
-                else "n/a (1 seed)",
+                else _no_interval(row[metric]),
             ]
             for name, row in summary["cells"].items()
             if metric in row
@@ -219,10 +312,23 @@ def write_seed_level(
     if not path.is_file():
         raise UserError(f"{path}: not found (expected an experiment's report folder)")
     try:
-        results = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise UserError(f"{path}: not valid JSON ({exc})") from None
-    summary = seed_level(results, compare, paired)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        summary = seed_level(results, compare, paired)
+    except ResultsFieldError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    gaps = missing_figures(summary)
+    if gaps:
+        cell, metric, seeds = gaps[0]
+        more = f" and {len(gaps) - 1} more" if len(gaps) > 1 else ""
+        warn(
+            f"{path}: figures missing, null or not finite for cell '{cell}' {metric} (seeds "
+            f"{', '.join(map(str, seeds))}){more}: shown as n/a, without an interval or a difference"
+        )
     summary = {"source": str(path), "experiment": results.get("experiment"), **summary}
     write_json(folder / "seed_level.json", summary)
     atomic_write_text(folder / "seed_level.md", to_markdown(summary, path))

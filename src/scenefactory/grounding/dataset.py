@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import zipfile
+import zlib
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from scenefactory.engines.base import VehicleState
+from scenefactory.engines.base import VehicleParams, VehicleState
 from scenefactory.errors import UserError
 from scenefactory.io import atomic_write_bytes, write_json
 from scenefactory.scenes.library import procedural_scenes
@@ -84,8 +86,11 @@ def collect(
     num_scenes: int = 60,
     progress: Callable[[int, int], None] | None = None,
     action_lag_steps: int = 0,
+    dynamics_model: str | None = None,
+    grounding: str | None = None,
 ) -> dict[str, Any]:
-    """Record ``steps`` policy steps of ``worlds × agents`` agents into shards under ``out``."""
+    """Record ``steps`` policy steps of ``worlds × agents`` agents into shards under ``out``
+    (``dynamics_model``/``grounding``: the model of ``engine`` learned/grounded)."""
     if min(worlds, agents, steps, shard_size) < 1:
         raise UserError("--worlds, --agents, --steps and the shard size must be positive")
     if action_lag_steps < 0:
@@ -103,7 +108,14 @@ def collect(
     task = replace(task, water_film_randomization_mm=water_film_mm)
     scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
     env = DrivingEnv(
-        task, scenes, engine=engine, seed=seed, physics_hz=physics_hz, action_lag_steps=action_lag_steps
+        task,
+        scenes,
+        engine=engine,
+        seed=seed,
+        physics_hz=physics_hz,
+        action_lag_steps=action_lag_steps,
+        dynamics_model=dynamics_model,
+        grounding=grounding,
     )
     g = torch.Generator().manual_seed(seed)
     world_kind = torch.tensor([POLICY_KINDS.index(kinds[w % len(kinds)]) for w in range(worlds)])
@@ -164,6 +176,8 @@ def collect(
         "engine": engine,
         "physics_hz": physics_hz if engine != "kinematic" else None,
         "action_lag_steps": action_lag_steps,
+        "dynamics_model": dynamics_model,
+        "grounding": grounding,
         "policy_dt_s": task.dt_s,
         "vehicle": asdict(task.vehicle),
         "state_fields": list(STATE_FIELDS),
@@ -182,29 +196,245 @@ def collect(
     return meta
 
 
-def _read_shard(path: Path) -> dict[str, np.ndarray]:
-    """One ``.npz`` shard of plain arrays (``allow_pickle=False``: object arrays are refused)."""
+ARRAYS: dict[str, tuple[tuple[int, ...], str]] = {
+    "state": ((len(STATE_FIELDS),), "f"),
+    "action": ((2,), "f"),
+    "next_state": ((len(STATE_FIELDS),), "f"),
+    "friction": ((), "f"),
+    "episode": ((), "i"),
+    "step": ((), "i"),
+}
+"""The arrays every shard holds: key → (shape after the transition axis, ``f`` number / ``i`` integer)."""
+OPTIONAL_ARRAYS: dict[str, tuple[tuple[int, ...], str]] = {
+    "policy": ((), "i"),
+    "reward": ((), "f"),
+    "scene": ((), "i"),
+}
+"""Arrays a shard may hold (every shard of a dataset alike); other keys are ignored."""
+MAX_FRICTION = 2.0
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """A JSON value as the user wrote it, shortened to ``limit`` characters."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        msg = " ".join(str(exc).split())[:200]
-        raise UserError(f"{path}: not a readable dataset shard ({type(exc).__name__}: {msg})") from None
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def load_transitions(folder: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """All shards of a dataset folder concatenated, and its metadata; clear errors if malformed."""
+def _read_meta(folder: Path) -> dict[str, Any]:
+    """``meta.json`` of ``folder`` as an object (its fields are checked by :func:`_check_meta`)."""
     meta_path = folder / "meta.json"
+    if not folder.is_dir():
+        raise UserError(f"{folder}: no such dataset folder (make one with 'scenefactory collect')")
     if not meta_path.is_file():
         raise UserError(
             f"{folder}: not a transition dataset (no meta.json; make one with 'scenefactory collect')"
         )
-    meta = json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{meta_path}: not UTF-8 text (expected the JSON metadata of a dataset)") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"{meta_path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise UserError(f"{meta_path}: nested too deeply (expected the JSON metadata of a dataset)") from None
+    except OSError as exc:
+        raise UserError(f"{meta_path}: cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(meta, dict):
+        raise UserError(f"{meta_path}: expected a JSON object (the dataset's metadata), got {_show(meta)}")
+    return meta
+
+
+def _count(meta: dict[str, Any], meta_path: Path, key: str) -> int:
+    value = meta.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        got = "nothing (missing)" if key not in meta else _show(value)
+        raise UserError(f"{meta_path}: field '{key}': expected a whole number >= 0, got {got}")
+    return value
+
+
+def _check_meta(meta: dict[str, Any], meta_path: Path) -> VehicleParams:
+    """Refuse metadata that the fits would misread; returns the dataset's vehicle."""
     if meta.get("format") != DATASET_FORMAT:
-        raise UserError(f"{meta_path}: format {meta.get('format')!r}, expected {DATASET_FORMAT!r}")
-    files = sorted(folder.glob("shard_*.npz"))
+        raise UserError(
+            f"{meta_path}: field 'format': expected {DATASET_FORMAT!r}, got {_show(meta.get('format'))}"
+        )
+    for key in ("shards", "transitions"):
+        _count(meta, meta_path, key)
+    dt = meta.get("policy_dt_s")
+    if (
+        isinstance(dt, bool)
+        or not isinstance(dt, int | float)
+        or not math.isfinite(dt)
+        or not 0.0 < dt <= 10.0
+    ):
+        got = "nothing (missing)" if "policy_dt_s" not in meta else _show(dt)
+        raise UserError(f"{meta_path}: field 'policy_dt_s': expected a policy step in (0, 10] s, got {got}")
+    vehicle = meta.get("vehicle")
+    names = [f.name for f in fields(VehicleParams)]
+    if not isinstance(vehicle, dict):
+        got = "nothing (missing)" if "vehicle" not in meta else _show(vehicle)
+        raise UserError(f"{meta_path}: field 'vehicle': expected an object of {', '.join(names)}, got {got}")
+    for key in vehicle:
+        if key not in names:
+            raise UserError(f"{meta_path}: field 'vehicle.{key}': unknown; expected only {', '.join(names)}")
+    for name in names:
+        value = vehicle.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            got = "nothing (missing)" if name not in vehicle else _show(value)
+            raise UserError(f"{meta_path}: field 'vehicle.{name}': expected a finite number, got {got}")
+    try:
+        params = VehicleParams(**{k: float(v) for k, v in vehicle.items()})
+    except ValueError as exc:
+        raise UserError(f"{meta_path}: field 'vehicle': {exc}") from None
+    if "state_fields" in meta and meta["state_fields"] != list(STATE_FIELDS):
+        raise UserError(
+            f"{meta_path}: field 'state_fields': expected {_show(list(STATE_FIELDS), 200)}, "
+            f"got {_show(meta['state_fields'])}"
+        )
+    engine = meta.get("engine")
+    if engine is not None and not isinstance(engine, str):
+        raise UserError(f"{meta_path}: field 'engine': expected an engine name, got {_show(engine)}")
+    lag = meta.get("action_lag_steps", 0)
+    if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
+        raise UserError(
+            f"{meta_path}: field 'action_lag_steps': expected a whole number >= 0, got {_show(lag)}"
+        )
+    return params
+
+
+def _read_shard(path: Path) -> dict[str, np.ndarray]:
+    """One ``.npz`` shard of plain arrays (``allow_pickle=False``: object arrays are refused)."""
+    hint = "expected a .npz shard written by 'scenefactory collect'"
+    key = ""
+    try:
+        if not zipfile.is_zipfile(path):
+            what = "empty file" if path.stat().st_size == 0 else "unknown bytes"
+            raise UserError(f"{path}: not a .npz archive ({what}; {hint})")
+        out = {}
+        with np.load(path, allow_pickle=False) as z:
+            for key in z.files:
+                out[key] = z[key]
+        return out
+    except UserError:
+        raise
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        KeyError,
+        NotImplementedError,
+        zipfile.BadZipFile,
+        zlib.error,
+    ) as exc:
+        where = f"array '{key}': " if key else ""
+        if isinstance(exc, ValueError) and "allow_pickle" in str(exc):
+            raise UserError(
+                f"{path}: not a readable dataset shard ({where}holds Python objects, refused: loading "
+                "them could run code; expected plain numeric arrays)"
+            ) from None
+        msg = " ".join(str(exc).split())[:160]
+        raise UserError(
+            f"{path}: not a readable dataset shard ({where}{type(exc).__name__}: {msg}; {hint})"
+        ) from None
+
+
+def _check_shard(path: Path, arrays: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The known arrays of one shard, checked: present, shapes that agree, numbers, finite."""
+    spec = {**ARRAYS, **OPTIONAL_ARRAYS}
+    for key in keys:
+        if key not in arrays:
+            if key in ARRAYS:
+                raise UserError(
+                    f"{path}: array '{key}' is missing; expected a shard holding {', '.join(ARRAYS)}"
+                )
+            raise UserError(
+                f"{path}: array '{key}' is missing; the dataset's first shard has it "
+                "(expected in every shard)"
+            )
+    extra = [k for k in arrays if k in OPTIONAL_ARRAYS and k not in keys]
+    if extra:
+        raise UserError(
+            f"{path}: array '{extra[0]}' is here but not in the dataset's first shard "
+            "(expected in every shard or in none)"
+        )
+    rows = len(arrays["state"]) if arrays["state"].ndim else None  # N, if 'state' has one
+    out = {}
+    for key in keys:
+        a = arrays[key]
+        tail, kind = spec[key]
+        shape = "(N,)" if not tail else f"(N, {', '.join(map(str, tail))})"
+        if a.ndim != 1 + len(tail) or tuple(a.shape[1:]) != tail or len(a) != rows:
+            n = f" with N = {rows} transitions (as 'state')" if rows is not None and key != "state" else ""
+            raise UserError(f"{path}: array '{key}': expected shape {shape}{n}, got {tuple(a.shape)}")
+        if kind == "i" and a.dtype.kind not in "iu":
+            raise UserError(f"{path}: array '{key}': expected integers, got dtype {a.dtype}")
+        if kind == "f":
+            if a.dtype.kind not in "fiu":
+                raise UserError(f"{path}: array '{key}': expected real numbers, got dtype {a.dtype}")
+            bad = ~np.isfinite(a)
+            if bad.any():
+                where = np.argwhere(bad)[0]
+                at = f"row {where[0]}" + (f", column {where[1]}" if len(where) > 1 else "")
+                raise UserError(
+                    f"{path}: array '{key}' holds {int(bad.sum())} non-finite values "
+                    f"(first {a[tuple(where)]} at {at}); expected finite numbers"
+                )
+        out[key] = a
+    friction = out["friction"]
+    bad_mu = (friction <= 0.0) | (friction > MAX_FRICTION)
+    if bad_mu.any():
+        row = int(np.flatnonzero(bad_mu)[0])
+        raise UserError(
+            f"{path}: array 'friction': expected friction coefficients in (0, {MAX_FRICTION:g}], "
+            f"got {float(friction[row]):g} at row {row}"
+        )
+    return out
+
+
+def load_transitions(folder: Path, min_episodes: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """All shards of a dataset folder concatenated, and its metadata.
+
+    Everything is checked before it is returned, each problem a :class:`UserError` naming the file,
+    field or array and what was expected: ``meta.json`` (an object of the right format, counts,
+    ``policy_dt_s``, ``vehicle``), the shard files (as many as ``meta.json`` says, readable, each
+    with the arrays of :data:`ARRAYS` — and the same :data:`OPTIONAL_ARRAYS` — of matching lengths,
+    finite numbers), the total against ``meta.json``'s ``transitions``, and at least
+    ``min_episodes`` episodes (the fits hold some out). Arrays other than these are left out.
+    """
+    meta = _read_meta(folder)
+    meta_path = folder / "meta.json"
+    _check_meta(meta, meta_path)
+    files = sorted(p for p in folder.glob("shard_*.npz"))
     if len(files) != meta["shards"]:
-        raise UserError(f"{folder}: {len(files)} shard files, meta.json says {meta['shards']}")
-    parts = [_read_shard(f) for f in files]
-    data = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+        raise UserError(
+            f"{folder}: {len(files)} shard files (shard_*.npz), but meta.json field 'shards' says "
+            f"{meta['shards']}; expected them to match (a partly copied dataset?)"
+        )
+    parts: list[dict[str, np.ndarray]] = []
+    keys: tuple[str, ...] = ()
+    for path in files:
+        arrays = _read_shard(path)
+        if not parts:  # the first shard sets which optional arrays the dataset has
+            keys = (*ARRAYS, *(k for k in OPTIONAL_ARRAYS if k in arrays))
+        parts.append(_check_shard(path, arrays, keys))
+    data = {k: np.concatenate([p[k] for p in parts]) for k in keys} if parts else {}
+    total = len(data["state"]) if parts else 0
+    if total != meta["transitions"]:
+        raise UserError(
+            f"{meta_path}: field 'transitions' says {meta['transitions']}, but the shards hold {total}; "
+            "expected them to match (a partly copied or edited dataset?)"
+        )
+    if min_episodes > 0:
+        episodes = len(np.unique(data["episode"])) if parts else 0
+        if episodes < min_episodes:
+            what = "no transitions" if total == 0 else f"{episodes} episode{'s' * (episodes != 1)}"
+            raise UserError(
+                f"{folder}: the dataset holds {what}; expected at least {min_episodes} episodes "
+                "(whole episodes are held out to measure the fit)"
+            )
     return data, meta

@@ -219,21 +219,20 @@ def fit_dynamics(
     lr: float = 1e-3,
     holdout_frac: float = 0.2,
     progress: Callable[[int, int, float], None] | None = None,
+    dataset: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None,
 ) -> FitResult:
     """Train ``cfg``'s model on the dataset in ``data_dir``; write ``model.pt`` and ``metrics.json``.
 
     ``epochs`` passes over the training transitions with minibatches of ``batch_size`` (Adam,
     learning rate ``lr``); ``holdout_frac`` of the episodes are held out for the metrics;
     ``progress(epoch, epochs, mean_loss)`` is called after each epoch. Runs on the CPU.
-    See the module docstring for the procedure and the metrics.
+    ``dataset``: the folder's :func:`load_transitions` ``(data, meta)`` (with ``min_episodes=2``)
+    when the caller has read and checked it already (the CLI does, before its progress bar);
+    otherwise it is read here. See the module docstring for the procedure and the metrics.
     """
     if epochs < 1 or batch_size < 1 or not lr > 0.0:
         raise UserError(f"epochs, batch size and lr must be positive, got {epochs}, {batch_size}, {lr}")
-    if not data_dir.is_dir():
-        raise UserError(f"{data_dir}: no such dataset folder")
-    data, meta = load_transitions(data_dir)
-    if not data or len(data["state"]) == 0:
-        raise UserError(f"{data_dir}: the dataset holds no transitions")
+    data, meta = dataset if dataset is not None else load_transitions(data_dir, min_episodes=2)
     cfg = _resolve_config(cfg, meta)
     h = build_histories(data, cfg.history_steps)
     held = holdout_mask(h.episode, holdout_frac, seed)

@@ -354,15 +354,34 @@ def build_model(cfg: GroundConfig, vehicle: VehicleParams, dt_s: float) -> Groun
     return HistoryCorrection(vehicle, dt_s, cfg.history_len, cfg.hidden_size, num_layers=1)
 
 
+def load_target(data_dir: Path, cfg: GroundConfig) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The target dataset of ``data_dir`` (:func:`load_transitions`, at least 2 episodes), checked
+    against ``cfg``: a ``budget`` the episodes left after the hold-out cannot fill is refused here,
+    before any fitting."""
+    data, meta = load_transitions(data_dir, min_episodes=2)
+    if cfg.uses_target_data and cfg.budget is not None:
+        # the same episodes holdout_mask holds out of the sorted histories: it draws from the unique ids
+        available = int((~holdout_mask(data["episode"], cfg.holdout_frac, cfg.seed)).sum())
+        if cfg.budget > available:
+            raise UserError(
+                f"--budget {cfg.budget} exceeds the {available} target transitions left after "
+                f"holding out episodes of {data_dir}"
+            )
+    return data, meta
+
+
 def ground(
-    data_dir: Path, cfg: GroundConfig, out_dir: Path, progress: Progress | None = None
+    data_dir: Path,
+    cfg: GroundConfig,
+    out_dir: Path,
+    progress: Progress | None = None,
+    dataset: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None,
 ) -> GroundResult:
-    """Fit ``cfg.method`` on the target data in ``data_dir`` and write the artifact to ``out_dir``."""
-    if not data_dir.is_dir():
-        raise UserError(f"{data_dir}: no such dataset folder (make one with 'scenefactory collect')")
-    data, meta = load_transitions(data_dir)
-    if not data or len(data["state"]) == 0:
-        raise UserError(f"{data_dir}: the dataset holds no transitions")
+    """Fit ``cfg.method`` on the target data in ``data_dir`` and write the artifact to ``out_dir``.
+
+    ``dataset``: :func:`load_target`'s ``(data, meta)`` of ``data_dir`` when the caller has read
+    and checked it already (the CLI does, before its progress bar); otherwise it is read here."""
+    data, meta = dataset if dataset is not None else load_target(data_dir, cfg)
     dt_s, vehicle = float(meta["policy_dt_s"]), VehicleParams(**meta["vehicle"])
     h = build_histories(data, cfg.history_steps)
     order = np.lexsort((data["step"], data["episode"]))  # the order build_histories sorts into

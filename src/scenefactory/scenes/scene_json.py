@@ -10,6 +10,13 @@ Optional top-level sections, written when the scene has them: ``log`` (the contr
 logged trajectories), ``replay`` (other objects played back) and ``signals`` (``dt_s``, ``loop``,
 ``lights``: ``[{stop_xy, lane, state[T]}]`` with WOMD state codes 0-8 and lane -1 when unknown,
 ``stop_signs``: ``[{stop_xy, lane}]``); files without them load as before.
+
+The format is strict: a key this version does not know, anywhere in the document, is an error
+naming its path (a newer or damaged file, or a typo in an optional field, is never read as
+something else), and every type code must be in its enum: road lines :class:`RoadLineType`, road
+edges :class:`RoadEdgeType`, replayed objects :class:`ObjectKind`, signal states
+:class:`~scenefactory.scenes.scene.SignalState`. Only ``params`` is free-form: the generator's (or
+converter's) own record, any JSON object.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +45,59 @@ from scenefactory.scenes.plausibility import (
     WIDTH,
     Bound,
 )
-from scenefactory.scenes.roadgraph import RoadGraph, RoadGraphError
+from scenefactory.scenes.roadgraph import RoadEdgeType, RoadGraph, RoadGraphError, RoadLineType
 from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, SignalLog, SignalState, make_scene
 
 SCENE_FORMAT = "scenefactory.scene"
 SCENE_FORMAT_VERSION = 1
+
+
+class ObjectKind(IntEnum):
+    """WOMD ``Track.ObjectType`` codes: the ``kind`` of a replayed object."""
+
+    UNSET = 0
+    VEHICLE = 1
+    PEDESTRIAN = 2
+    CYCLIST = 3
+    OTHER = 4
+
+
+KEYS: dict[str, frozenset[str]] = {
+    "": frozenset(
+        (
+            "format",
+            "version",
+            "name",
+            "generator",
+            "seed",
+            "params",
+            "surface",
+            "water_film_mm",
+            "friction",
+            "roadgraph",
+            "agents",
+            "log",
+            "replay",
+            "signals",
+        )
+    ),
+    "roadgraph": frozenset(
+        ("lanes", "road_lines", "road_edges", "crosswalks", "speed_bumps", "stop_signs", "driveways")
+    ),
+    "lane": frozenset(("xy", "width_m", "entry", "exit")),
+    "polyline": frozenset(("type", "xy")),
+    "agent": frozenset(
+        ("spawn_pose", "spawn_speed_mps", "route_xy", "goal_xy", "goal_s_m", "length_m", "width_m")
+    ),
+    "log": frozenset(("dt_s", "agents")),
+    "log_agent": frozenset(("xy", "yaw", "speed", "valid")),
+    "replay": frozenset(("dt_s", "objects")),
+    "replay_object": frozenset(("xy", "yaw", "vel_xy", "valid", "length_m", "width_m", "kind")),
+    "signals": frozenset(("dt_s", "loop", "lights", "stop_signs")),
+    "light": frozenset(("stop_xy", "lane", "state")),
+    "stop_sign": frozenset(("stop_xy", "lane")),
+}
+"""The keys each object of format version 1 may hold (by kind of object); any other is an error."""
 
 
 def _xy_list(arr: np.ndarray) -> list[list[float]]:
@@ -129,6 +185,7 @@ def _signals_to_dict(sig: SignalLog) -> dict[str, Any]:
 
 
 def _signals_from_dict(r: _Reader, data: Any, num_lanes: int) -> SignalLog:
+    r.known(data, "signals", "signals")
     dt = r.number(r.get(data, "dt_s", "signals"), "signals.dt_s", LOG_STEP)
     loop = r.get(data, "loop", "signals")
     if not isinstance(loop, bool):
@@ -142,6 +199,7 @@ def _signals_from_dict(r: _Reader, data: Any, num_lanes: int) -> SignalLog:
             raise r.fail(f"signals.{key}", "a list", items)
         for i, item in enumerate(items):
             p = f"signals.{key}[{i}]"
+            r.known(item, p, "light" if key == "lights" else "stop_sign")
             xy = r.get(item, "stop_xy", p)
             if not isinstance(xy, list) or len(xy) != 2:
                 raise r.fail(f"{p}.stop_xy", "[x_m, y_m]", xy)
@@ -195,6 +253,7 @@ def _replay_to_dict(rep: ReplayLog) -> dict[str, Any]:
 
 
 def _replay_from_dict(r: _Reader, data: Any) -> ReplayLog:
+    r.known(data, "replay", "replay")
     dt = r.number(r.get(data, "dt_s", "replay"), "replay.dt_s", LOG_STEP)
     objs = r.get(data, "objects", "replay")
     if not isinstance(objs, list):
@@ -203,6 +262,7 @@ def _replay_from_dict(r: _Reader, data: Any) -> ReplayLog:
     steps = None
     for i, o in enumerate(objs):
         p = f"replay.objects[{i}]"
+        r.known(o, p, "replay_object")
         xy = r.xy(r.get(o, "xy", p), f"{p}.xy")
         steps = len(xy) if steps is None else steps
         vel = r.xy(r.get(o, "vel_xy", p), f"{p}.vel_xy", bound=SPEED)
@@ -218,10 +278,7 @@ def _replay_from_dict(r: _Reader, data: Any) -> ReplayLog:
         cols["valid"].append(valid)
         cols["length"].append(r.number(r.get(o, "length_m", p), f"{p}.length_m", LENGTH))
         cols["width"].append(r.number(r.get(o, "width_m", p), f"{p}.width_m", WIDTH))
-        kind = r.get(o, "kind", p)
-        if not isinstance(kind, int) or isinstance(kind, bool):
-            raise r.fail(f"{p}.kind", "an integer object type", kind)
-        cols["kind"].append(kind)
+        cols["kind"].append(r.code(r.get(o, "kind", p), f"{p}.kind", ObjectKind, "WOMD object type"))
     n, t = len(objs), steps or 0
     return ReplayLog(
         xy=np.array(cols["xy"], dtype=np.float64).reshape(n, t, 2),
@@ -252,6 +309,7 @@ def _log_to_dict(scene: Scene) -> dict[str, Any]:
 
 
 def _log_from_dict(r: _Reader, data: Any, num_agents: int) -> AgentLog:
+    r.known(data, "log", "log")
     dt = r.number(r.get(data, "dt_s", "log"), "log.dt_s", LOG_STEP)
     rows = r.get(data, "agents", "log")
     if not isinstance(rows, list) or len(rows) != num_agents:
@@ -260,6 +318,7 @@ def _log_from_dict(r: _Reader, data: Any, num_agents: int) -> AgentLog:
     cols: dict[str, list[np.ndarray]] = {"xy": [], "yaw": [], "speed": [], "valid": []}
     for i, row in enumerate(rows):
         p = f"log.agents[{i}]"
+        r.known(row, p, "log_agent")
         xy = r.xy(r.get(row, "xy", p), f"{p}.xy")
         steps = len(xy) if steps is None else steps
         if len(xy) != steps:
@@ -302,6 +361,29 @@ class _Reader:
         if key not in obj:
             raise self.fail(f"{path}.{key}" if path else key, "to be present (missing)")
         return obj[key]
+
+    def known(self, obj: Any, path: str, kind: str) -> None:
+        """``obj`` is an object holding only the keys :data:`KEYS` lists for ``kind``."""
+        if not isinstance(obj, dict):
+            raise self.fail(path, "an object", obj)
+        unknown = sorted(set(obj) - KEYS[kind], key=str)
+        if unknown:
+            key = str(unknown[0])
+            key = key if key.isprintable() else json.dumps(key)[1:-1]  # one line: \n etc. escaped
+            where = f"{path}.{key}" if path else key
+            raise SceneFormatError(
+                f"{self.source}: field '{where}': unknown to scene format version"
+                f" {SCENE_FORMAT_VERSION} (a newer or damaged file, or a misspelt field);"
+                f" expected only {', '.join(sorted(KEYS[kind]))}"
+                f" at '{path or '<top level>'}'"
+            )
+
+    def code(self, value: Any, path: str, enum: type[IntEnum], what: str) -> int:
+        """``value`` as a code of ``enum`` (an integer, not a bool)."""
+        if isinstance(value, bool) or not isinstance(value, int) or value not in {int(m) for m in enum}:
+            codes = ", ".join(f"{int(m)} {m.name}" for m in enum)
+            raise self.fail(path, f"a {what} code ({codes})", value)
+        return int(value)
 
     def number(self, value: Any, path: str, bound: Bound | None = None) -> float:
         """``value`` as a float: a finite number, inside ``bound`` when one is given."""
@@ -353,7 +435,9 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
     version = r.get(data, "version", "")
     if version != SCENE_FORMAT_VERSION:
         raise r.fail("version", f"{SCENE_FORMAT_VERSION} (this build reads only that version)", version)
+    r.known(data, "", "")
     rgd = r.get(data, "roadgraph", "")
+    r.known(rgd, "roadgraph", "roadgraph")
     lanes_d = r.get(rgd, "lanes", "roadgraph")
     if not isinstance(lanes_d, list) or not lanes_d:
         raise r.fail("roadgraph.lanes", "a non-empty list of lanes", lanes_d)
@@ -363,6 +447,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
     exits: list[list[int]] = []
     for i, lane in enumerate(lanes_d):
         p = f"roadgraph.lanes[{i}]"
+        r.known(lane, p, "lane")
         xy = r.xy(r.get(lane, "xy", p), f"{p}.xy", min_points=2)
         w = r.get(lane, "width_m", p)
         if not isinstance(w, list) or len(w) != len(xy):
@@ -375,18 +460,19 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
                 raise r.fail(f"{p}.{key}", f"lane indices in [0, {len(lanes_d) - 1}]", idx)
             dest.append(idx)
     polys: dict[str, tuple[list[np.ndarray], list[int]]] = {}
-    for key in ("road_lines", "road_edges"):
+    for key, enum, what in (
+        ("road_lines", RoadLineType, "WOMD road line type"),
+        ("road_edges", RoadEdgeType, "WOMD road edge type"),
+    ):
         items = r.get(rgd, key, "roadgraph")
         if not isinstance(items, list):
             raise r.fail(f"roadgraph.{key}", "a list", items)
         xs, ts = [], []
         for j, item in enumerate(items):
             p = f"roadgraph.{key}[{j}]"
-            t = r.get(item, "type", p)
-            if not isinstance(t, int) or isinstance(t, bool):
-                raise r.fail(f"{p}.type", "an integer type code", t)
+            r.known(item, p, "polyline")
+            ts.append(r.code(r.get(item, "type", p), f"{p}.type", enum, what))
             xs.append(r.xy(r.get(item, "xy", p), f"{p}.xy"))
-            ts.append(t)
         polys[key] = (xs, ts)
     try:
         roadgraph = RoadGraph.from_lists(
@@ -415,6 +501,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
     }
     for i, a in enumerate(agents_d):
         p = f"agents[{i}]"
+        r.known(a, p, "agent")
         pose = r.get(a, "spawn_pose", p)
         if not isinstance(pose, list) or len(pose) != 3:
             raise r.fail(f"{p}.spawn_pose", "[x_m, y_m, yaw_rad]", pose)

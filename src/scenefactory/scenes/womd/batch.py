@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import string
 import tempfile
 import threading
@@ -280,14 +281,76 @@ def convert_shard(task: ShardTask, emit: Emit | None = None) -> dict[str, Any]:
     return {"file": task.path, "entries": entries}
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0
+"""How long :func:`check_ray_address` waits for a TCP connection to the Ray head [s]."""
+
+_RAY_FORMS = (
+    "expected HOST:PORT (the Ray head's GCS address, e.g. 10.0.0.1:6379), ray://HOST:PORT"
+    " (a Ray Client server, e.g. ray://10.0.0.1:10001), auto (the cluster in RAY_ADDRESS or the"
+    " last one 'ray start' started on this machine) or local (a new local Ray instance)"
+)
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    return " ".join(str(exc).split())[:limit] or type(exc).__name__
+
+
+def check_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """``UserError`` (one line naming ``--ray``) unless the ray package is installed and something
+    accepts a TCP connection at ``address`` within ``timeout_s``: ``ray.init`` itself retries an
+    unreachable address for minutes. The forms are Ray's: ``HOST:PORT`` (a head's GCS),
+    ``ray://HOST:PORT`` (Ray Client), ``auto`` (``RAY_ADDRESS``, else the cluster ``ray start``
+    last started on this machine, found as Ray finds it) and ``local`` (started here, not checked).
+    """
+    try:
+        import ray  # noqa: F401  (installed: the check below is the only reason to import it here)
+    except ImportError as exc:
+        raise UserError("--ray needs the ray package: pip install 'scenefactory[ray]'") from exc
+    text = address.strip()
+    if text == "local":
+        return
+    if text == "auto":
+        text = os.environ.get("RAY_ADDRESS", "").strip()  # ray.init reads it for 'auto' first
+        if not text:
+            from ray._private import services
+
+            try:
+                text = str(services.canonicalize_bootstrap_address_or_die("auto"))
+            except Exception as exc:  # Ray's ConnectionError, or a change in its private API
+                raise UserError(
+                    f"--ray auto: no running Ray cluster found (RAY_ADDRESS is unset; Ray says:"
+                    f" {_one_line(exc)}); start one with 'ray start --head' or give its address"
+                ) from None
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme != "ray":
+        raise UserError(f"--ray {address!r}: unsupported scheme '{scheme}://'; {_RAY_FORMS}")
+    host, colon, port = (rest if sep else text).rpartition(":")
+    host = host.strip().removeprefix("[").removesuffix("]")  # [IPv6]:PORT
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"--ray {address!r}: not a Ray address; {_RAY_FORMS}")
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    where = shown if text == address.strip() else f"{shown} (from --ray {address})"
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except socket.gaierror as exc:
+        raise UserError(f"--ray {address!r}: cannot resolve host '{host}' ({_one_line(exc)})") from None
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else _one_line(exc)
+        raise UserError(
+            f"--ray {address!r}: no Ray cluster reachable at {where} within {timeout_s:g} s ({why});"
+            " is the cluster up ('ray start --head') and the address its GCS (port 6379 by default)"
+            " or Ray Client (ray://, port 10001) address?"
+        ) from None
+
+
 def _convert_on_ray(
     tasks: list[ShardTask], address: str, on_report: Callable[[dict[str, Any]], None]
 ) -> None:
     """One Ray task per shard on the cluster at ``address``; reports in completion order."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise UserError("--ray needs the ray package: pip install 'scenefactory[ray]'") from exc
+    check_ray_address(address)  # ray.init would retry an unreachable address for minutes
+    import ray
+
     try:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
