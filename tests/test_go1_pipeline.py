@@ -292,6 +292,7 @@ def test_sim2sim_verdict_ratio_or_floor(monkeypatch: pytest.MonkeyPatch) -> None
         return [{"command": cmd, "lin_vel_error_mps": r[i], "falls": r[2] * i} for r in rows]
 
     monkeypatch.setattr(check, "track", fake_track)
+    monkeypatch.setattr(check, "require_simulable", lambda runner, robots: None)  # no runner here
     res = check.sim2sim(None, commands=[(1.0, 0.0, 0.0)] * 4)  # type: ignore[arg-type]
     # within 1.5x; 1.75x and 0.03 above; 4x of almost nothing (0.003 above); within 1.5x but a fall
     assert [c["passed"] for c in res["comparison"]] == [True, False, True, False]
