@@ -56,3 +56,13 @@ def json_safe(data: Any) -> Any:
 def write_json(path: str | os.PathLike[str], data: Any) -> None:
     """Write ``data`` as indented, strict JSON (NaN/inf → null), atomically."""
     atomic_write_text(path, json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n")
+
+
+def show_value(value: Any, limit: int = 60) -> str:
+    """A value as JSON (as the user wrote it), shortened to ``limit`` characters, for one-line
+    error messages."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 import onnxruntime as ort
 
+from scenefactory.io import show_value
 from scenefactory.robots.frames import gravity_in_body
 
 SIDECAR_FORMAT = "scenefactory.go1_policy/1"
@@ -72,12 +73,7 @@ class SidecarError(ValueError):
     field and says what was expected."""
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_show = show_value
 
 
 class _Sidecar:

@@ -31,7 +31,7 @@ from scipy import stats
 
 from scenefactory.errors import UserError, warn
 from scenefactory.experiments.report import METRIC_LABELS, fmt_ci, fmt_diff, markdown_table
-from scenefactory.io import atomic_write_text, write_json
+from scenefactory.io import atomic_write_text, show_value, write_json
 
 METRICS = ("goal_reach_rate", "collision_rate", "offroad_rate", "mean_peak_drac_mps2", "high_drac_rate")
 """The figures summarised per seed (where a cell has them)."""
@@ -73,13 +73,7 @@ class ResultsFieldError(UserError):
     """A ``results.json`` that does not hold what :func:`seed_level` reads (names the field)."""
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    """A JSON value as written, shortened to ``limit`` characters."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_show = show_value
 
 
 def _cells(results: Any) -> Mapping[str, Any]:

@@ -39,7 +39,7 @@ import torch
 
 from scenefactory.engines.base import VehicleParams, VehicleState
 from scenefactory.errors import UserError
-from scenefactory.io import atomic_write_bytes, write_json
+from scenefactory.io import atomic_write_bytes, show_value, write_json
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
@@ -215,12 +215,7 @@ MAX_FRICTION = 2.0
 
 
 def _show(value: Any, limit: int = 80) -> str:
-    """A JSON value as the user wrote it, shortened to ``limit`` characters."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return show_value(value, limit)
 
 
 def _read_meta(folder: Path) -> dict[str, Any]:
