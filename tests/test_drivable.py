@@ -10,7 +10,6 @@ generators must orient their edges by that convention: a property test over many
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -32,14 +31,7 @@ from scenefactory.tasks.driving.road_distance import (
     lane_signed_distance,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny batches: on a shared machine more torch threads only spin (tens of times slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _graph(lanes: list[np.ndarray], widths: list) -> RoadGraph:

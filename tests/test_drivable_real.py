@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -63,13 +63,7 @@ TOL = DrivingTaskConfig().offroad_tolerance_m
 BOUNDARY, MEDIAN = RoadEdge.TYPE_ROAD_EDGE_BOUNDARY, RoadEdge.TYPE_ROAD_EDGE_MEDIAN
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny batches: on a shared machine more torch threads only spin (tens of times slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ------------------------------------------------------------------------- trajectories

@@ -48,9 +48,10 @@ from scenefactory.rl.ppo import (
     construct_ppo,
     global_rng_state,
     load_actor_weights,
+    restore_worlds,
     saved_ppo_dict,
+    saved_sum,
     seed_everything,
-    set_global_rng_state,
 )
 from scenefactory.tasks.locomotion.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.tasks.locomotion.env import Go1Env, LocoStep
@@ -313,21 +314,11 @@ class Go1Trainer:
         self.iteration = require_int(data, path, "iteration")
         self.env_steps = require_int(data, path, "env_steps")
         self.history = list(data.get("history", []))
-        if "env_state" in data and "rng" in data:
-            try:
-                self.env.load_state_dict(data["env_state"])
-                set_global_rng_state(data["rng"])
-            except (ValueError, KeyError, TypeError, RuntimeError) as exc:
-                raise CheckpointError(
-                    f"{path}: cannot resume, its saved environment does not fit: {exc}"
-                ) from None
-            for name in ("_ret", "_ep_len"):
-                saved_buf = data.get(name.strip("_") + "_sum")
-                if isinstance(saved_buf, torch.Tensor) and saved_buf.shape == getattr(self, name).shape:
-                    setattr(self, name, saved_buf.clone())
+        if restore_worlds(path, data, self.env):
+            self._ret = saved_sum(data, "ret_sum", self._ret)
+            self._ep_len = saved_sum(data, "ep_len_sum", self._ep_len)
             return
-        # written before exact resume: the robots restart, the draws and the curriculum continue
-        warn(f"{path} predates exact resume: training continues from freshly reset robots")
+        # the robots restart, the draws and the curriculum continue
         require_keys(data, path, ("torch_rng", "env_rng", "curriculum"))
         torch.set_rng_state(data["torch_rng"])
         self.env.rng.bit_generator.state = data["env_rng"]

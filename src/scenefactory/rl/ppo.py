@@ -437,6 +437,28 @@ def spec_to_dict(spec: TrainSpec) -> dict[str, Any]:
     return out
 
 
+def restore_worlds(path: Path, data: dict[str, Any], env: Any) -> bool:
+    """Exact resume: the checkpoint's saved worlds (``env.load_state_dict``) and global generators;
+    ``False``, with a warning, for a checkpoint written before they were saved (the caller then
+    continues from freshly reset worlds)."""
+    if "env_state" not in data or "rng" not in data:
+        warn(f"{path} predates exact resume: training continues from freshly reset worlds")
+        return False
+    try:
+        env.load_state_dict(data["env_state"])
+        set_global_rng_state(data["rng"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{path}: cannot resume, its saved environment does not fit: {exc}") from None
+    return True
+
+
+def saved_sum(data: dict[str, Any], key: str, like: torch.Tensor) -> torch.Tensor:
+    """A per-agent running sum saved under ``key`` (episode return, length), or ``like`` when the
+    checkpoint has none of its shape."""
+    saved = data.get(key)
+    return saved.clone() if isinstance(saved, torch.Tensor) and saved.shape == like.shape else like
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch."""
     random.seed(seed)
@@ -669,8 +691,8 @@ class Trainer:
             self._resume(data)
 
     def _resume(self, data: dict[str, Any]) -> None:
+        """Load ``data`` (checked by :func:`resume_checkpoint`) into the algorithm and the worlds."""
         path = self.ckpt_dir / LATEST
-        require_keys(data, path, ("iteration", "env_steps", "torch_rng", "env_rng"))
         try:
             self.alg.load(data, None, strict=True)
         except (RuntimeError, KeyError, ValueError) as exc:
@@ -678,23 +700,12 @@ class Trainer:
             raise CheckpointError(
                 f"{path}: cannot resume, its networks do not fit this run's ({msg})"
             ) from None
-        require_finite_state(data["actor_state_dict"], path, "actor_state_dict")
-        self.iteration = require_int(data, path, "iteration")
-        self.env_steps = require_int(data, path, "env_steps")
+        self.iteration, self.env_steps = int(data["iteration"]), int(data["env_steps"])
         self.history = list(data.get("history", []))
-        if "env_state" in data and "rng" in data:
-            try:
-                self.env.load_state_dict(data["env_state"])
-                set_global_rng_state(data["rng"])
-            except (ValueError, KeyError, TypeError, RuntimeError) as exc:
-                raise CheckpointError(
-                    f"{path}: cannot resume, its saved environment does not fit: {exc}"
-                ) from None
-            ret = data.get("return_sum")
-            if isinstance(ret, torch.Tensor) and ret.shape == self._ret_sum.shape:
-                self._ret_sum = ret.clone()
-        else:  # written before exact resume: the worlds restart, the draws continue
-            warn(f"{path} predates exact resume: training continues from freshly reset worlds")
+        if restore_worlds(path, data, self.env):
+            self._ret_sum = saved_sum(data, "return_sum", self._ret_sum)
+        else:  # the worlds restart, the draws continue
+            require_keys(data, path, ("env_rng",))
             torch.set_rng_state(data["torch_rng"])
             self.env.generator.set_state(data["env_rng"])
 
