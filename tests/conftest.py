@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -22,6 +24,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 settings.load_profile("ci")
+
+# Road data built once per scene is cached (tasks/driving/road_cache.py); the tests, and the CLI
+# subprocesses they start, use a cache of their own, not the user's.
+os.environ["SCENEFACTORY_CACHE_DIR"] = tempfile.mkdtemp(prefix="scenefactory-test-cache-")
 
 
 @pytest.fixture

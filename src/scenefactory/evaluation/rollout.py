@@ -60,8 +60,14 @@ def evaluate(
     :func:`~scenefactory.evaluation.metrics.summarize`'s keys.
     """
     n = len(scenes)
-    # evaluation plays each scene under its own road condition, never a randomized one
-    cfg = replace(task_cfg, num_worlds=min(num_worlds, n), water_film_randomization_mm=None)
+    # evaluation plays each scene under its own road condition, never a randomized one, and every
+    # agent-episode to its end (the training reset policy would score its survivors as time-outs)
+    cfg = replace(
+        task_cfg,
+        num_worlds=min(num_worlds, n),
+        water_film_randomization_mm=None,
+        min_active_fraction=0.0,
+    )
     env = DrivingEnv(
         cfg,
         scenes,
@@ -103,7 +109,7 @@ def record_episodes(
     action_lag_steps: int = 0,
 ) -> list[EpisodeRecord]:
     """Play one episode per scene (one world each, in parallel) and record every step for rendering."""
-    cfg = replace(task_cfg, num_worlds=len(scenes), water_film_randomization_mm=None)
+    cfg = replace(task_cfg, num_worlds=len(scenes), water_film_randomization_mm=None, min_active_fraction=0.0)
     env = DrivingEnv(
         cfg,
         scenes,

@@ -115,7 +115,11 @@ class DrivingTaskConfig:
     uniformly from it and sets the world's road friction from the scene's surface through the
     friction model (domain randomization of road conditions); ``None`` keeps each scene's own.
     ``friction_change`` (a :class:`FrictionChange`): a scheduled change of road friction inside
-    every episode; ``None`` (the default) leaves the road as the episode started."""
+    every episode; ``None`` (the default) leaves the road as the episode started.
+    ``min_active_fraction`` (training only, keeps worlds busy): a world resets as soon as fewer than
+    this fraction of the agents it started its episode with are still active, and the agents still
+    active then end as time-outs (``DrivingEnv.step``, phase 3); 0 (the default) waits for the last
+    one. Evaluation always plays episodes to their end (``evaluation.rollout`` sets it to 0)."""
 
     num_worlds: int = 64
     agents_per_world: int = 8
@@ -126,6 +130,7 @@ class DrivingTaskConfig:
     progress_clip_m: float = 2.0
     water_film_randomization_mm: tuple[float, float] | None = None
     friction_change: FrictionChange | None = None
+    min_active_fraction: float = 0.0
     observations: ObservationConfig = field(default_factory=ObservationConfig)
     rewards: tuple[RewardTerm, ...] = field(default_factory=_default_rewards)
     vehicle: VehicleParams = field(default_factory=VehicleParams)
@@ -144,6 +149,12 @@ class DrivingTaskConfig:
         if wf is not None and not (len(wf) == 2 and 0.0 <= wf[0] <= wf[1]):
             raise ValueError(
                 f"water_film_randomization_mm must be (low, high) with 0 <= low <= high, got {wf}"
+            )
+        maf = self.min_active_fraction
+        if isinstance(maf, bool) or not isinstance(maf, int | float) or not 0.0 <= maf <= 1.0:
+            raise ValueError(
+                f"min_active_fraction must be a number in [0, 1] (the fraction of a world's starting "
+                f"agents below which it resets; 0 = wait for the last one), got {maf!r}"
             )
         fc = self.friction_change
         if fc is not None and fc.at_step >= self.max_steps:
@@ -188,11 +199,13 @@ def with_traffic_signals(cfg: DrivingTaskConfig) -> DrivingTaskConfig:
 
 def task_config_to_dict(cfg: DrivingTaskConfig) -> dict[str, Any]:
     """JSON-ready form of a task config (reward terms by function name and weight); an absent
-    ``friction_change`` and ``traffic_signals`` off are left out, so configs without them read as
-    they did before they existed."""
+    ``friction_change``, ``min_active_fraction`` 0 and ``traffic_signals`` off are left out, so
+    configs without them read as they did before they existed."""
     out = asdict(replace(cfg, rewards=()))
     if cfg.friction_change is None:
         del out["friction_change"]
+    if not cfg.min_active_fraction:
+        del out["min_active_fraction"]
     if not cfg.observations.traffic_signals:
         del out["observations"]["traffic_signals"]
     out["rewards"] = [{"name": t.name, "fn": t.fn.__name__, "weight": t.weight} for t in cfg.rewards]

@@ -401,10 +401,16 @@ def build_drivable_grid(
 
 @dataclass(frozen=True)
 class GridStack:
-    """Drivable grids of ``S`` scenes in one padded tensor, sampled for many worlds at once.
+    """Drivable grids of ``S`` scenes packed one after another, sampled for many worlds at once.
+
+    Packed, not padded: memory grows with the total number of nodes, not scenes × the largest grid.
+    Node values are stored as float16 (half the memory of a pool of thousands of real maps): the
+    rounding is below 0.25 mm for |f| < 1 m, where off-road is decided (tolerance 0.5 m), and below
+    1/2048 of |f| anywhere; sampling interpolates in float32.
 
     Attributes:
-        values: ``[S, Hmax, Wmax]`` float32, m; padded with ``pad_value_m`` past each grid.
+        values: ``[N]`` float16 every grid's nodes, row-major, grid after grid, m.
+        base: ``[S]`` int64 position of each grid's node ``[0, 0]`` in ``values``.
         origin_xy: ``[S, 2]`` float32 position of each grid's node ``[0, 0]``, m.
         resolution_m: ``[S]`` float32 node spacing, m.
         shape_hw: ``[S, 2]`` int64 number of rows and columns of each grid.
@@ -412,6 +418,7 @@ class GridStack:
     """
 
     values: torch.Tensor
+    base: torch.Tensor
     origin_xy: torch.Tensor
     resolution_m: torch.Tensor
     shape_hw: torch.Tensor
@@ -424,16 +431,15 @@ class GridStack:
         device: torch.device | str = "cpu",
         pad_value_m: float = OFFROAD_PAD_M,
     ) -> GridStack:
-        """Stack grids (scene id = position in ``grids``), padding with ``pad_value_m``."""
+        """Pack grids (scene id = position in ``grids``)."""
         if not grids:
             raise ValueError("GridStack needs at least one grid")
-        h = max(g.values.shape[0] for g in grids)
-        w = max(g.values.shape[1] for g in grids)
-        values = np.full((len(grids), h, w), pad_value_m, dtype=np.float32)
-        for s, g in enumerate(grids):
-            values[s, : g.values.shape[0], : g.values.shape[1]] = g.values
+        sizes = np.array([g.values.size for g in grids], dtype=np.int64)
         return cls(
-            values=torch.from_numpy(values).to(device),
+            values=torch.from_numpy(
+                np.concatenate([g.values.reshape(-1) for g in grids]).astype(np.float16)
+            ).to(device),
+            base=torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]])).to(device),
             origin_xy=torch.tensor(
                 np.stack([g.origin_xy for g in grids]), dtype=torch.float32, device=device
             ),
@@ -446,11 +452,23 @@ class GridStack:
         """The same stack on another device."""
         return GridStack(
             values=self.values.to(device),
+            base=self.base.to(device),
             origin_xy=self.origin_xy.to(device),
             resolution_m=self.resolution_m.to(device),
             shape_hw=self.shape_hw.to(device),
             pad_value_m=self.pad_value_m,
         )
+
+    def grid(self, scene_id: int) -> np.ndarray:
+        """Scene ``scene_id``'s node values as stored, ``(H, W)`` float32 (a copy), m."""
+        h, w = (int(v) for v in self.shape_hw[scene_id])
+        start = int(self.base[scene_id])
+        return self.values[start : start + h * w].reshape(h, w).float().cpu().numpy()
+
+    def nbytes(self) -> int:
+        """Bytes held by the stack's tensors."""
+        parts = (self.values, self.base, self.origin_xy, self.resolution_m, self.shape_hw)
+        return sum(int(x.numel() * x.element_size()) for x in parts)
 
     def sample(self, scene_ids: torch.Tensor, xy: torch.Tensor) -> torch.Tensor:
         """Bilinear field value at scene-frame points, m, shape ``[...]``.
@@ -460,23 +478,24 @@ class GridStack:
             xy: ``[..., 2]`` scene-frame points, m.
 
         Points outside their scene's grid (or NaN) read ``pad_value_m``. The four surrounding
-        nodes are fetched with one gather from the flattened stack.
+        nodes are fetched with one gather from the packed values.
         """
-        _, h_max, w_max = self.values.shape
         res = self.resolution_m[scene_ids]
         gx = (xy[..., 0] - self.origin_xy[scene_ids, 0]) / res
         gy = (xy[..., 1] - self.origin_xy[scene_ids, 1]) / res
+        n_cols = self.shape_hw[scene_ids, 1]
         last_r = (self.shape_hw[scene_ids, 0] - 1).to(gx.dtype)
-        last_c = (self.shape_hw[scene_ids, 1] - 1).to(gx.dtype)
+        last_c = (n_cols - 1).to(gx.dtype)
         inside = (gx >= 0.0) & (gy >= 0.0) & (gx <= last_c) & (gy <= last_r)
         gx = torch.minimum(torch.nan_to_num(gx).clamp(min=0.0), last_c)
         gy = torch.minimum(torch.nan_to_num(gy).clamp(min=0.0), last_r)
         c0 = torch.minimum(gx.floor(), last_c - 1.0)
         r0 = torch.minimum(gy.floor(), last_r - 1.0)
         fx, fy = gx - c0, gy - r0
-        base = (scene_ids * h_max + r0.long()) * w_max + c0.long()
-        offsets = torch.tensor([0, 1, w_max, w_max + 1], dtype=torch.long, device=base.device)
-        corner = self.values.reshape(-1)[base[..., None] + offsets]  # [..., 4]
+        base = self.base[scene_ids] + r0.long() * n_cols + c0.long()
+        one = torch.ones_like(n_cols)
+        offsets = torch.stack((torch.zeros_like(n_cols), one, n_cols, n_cols + one), dim=-1)
+        corner = self.values[base[..., None] + offsets].to(gx.dtype)  # [..., 4]
         top = corner[..., 0] + fx * (corner[..., 1] - corner[..., 0])
         bottom = corner[..., 2] + fx * (corner[..., 3] - corner[..., 2])
         value = top + fy * (bottom - top)

@@ -3,8 +3,9 @@
 Each world holds one scene; each controlled agent drives its route to its goal. An agent's episode
 ends on goal, collision, off-road or the world's time-out; a finished agent is frozen and masked
 (no reward, no collisions, invisible to others) until its world resets, which happens when every
-agent of the world has finished or the time is up. Worlds reset independently (partial reset by
-world ids) and draw a new scene from the pool.
+agent of the world has finished or the time is up — or, for training with
+``cfg.min_active_fraction`` > 0, once too few of its agents are left (phase 6). Worlds reset
+independently (partial reset by world ids) and draw a new scene from the pool.
 
 Order of phases in :meth:`DrivingEnv.step` (written down once, here):
 
@@ -13,12 +14,18 @@ Order of phases in :meth:`DrivingEnv.step` (written down once, here):
    engine's own contacts when it has a contact model, exact oriented-box overlap otherwise),
    off-road from the drivable-area distance field at the four corners, pairwise TTC and DRAC;
    the route stops: red lights run and stop lines crossed (:mod:`~scenefactory.tasks.driving.signals`);
-3. terminations: collision > off-road > goal (one outcome per agent), then the world time-out;
+3. terminations: collision > off-road > goal (one outcome per agent), then the world time-out
+   (the time limit, or a world cut short by the reset policy of phase 6);
 4. rewards: Σ weight · term(ctx) over the configured terms, zero for agents inactive at the start;
 5. episode statistics (peak DRAC, minimum TTC, progress, signal violations) and records of
    finished agent-episodes;
 6. deactivate finished agents; reset worlds with no active agent left or out of time; then the
-   scheduled friction change (``cfg.friction_change``) of worlds whose episode reached its step;
+   scheduled friction change (``cfg.friction_change``) of worlds whose episode reached its step.
+   Reset policy (``f = cfg.min_active_fraction`` > 0, training only): with ``N_w`` the agents world
+   ``w`` started its episode with and ``A_w`` those still active after this step's terminal
+   outcomes, the world resets now when ``0 < A_w < f · N_w``; its ``A_w`` survivors end as
+   time-outs (``time_out``, outcome ``TIMEOUT`` in the finished records: learners bootstrap their
+   values). ``f = 0`` never triggers (every world waits for its last agent, as before);
 7. observations of every agent (fresh for worlds that were just reset).
 """
 
@@ -167,9 +174,22 @@ class DrivingEnv:
         if abs(engine.dt - cfg.dt_s) > 1e-9:
             raise ValueError(f"engine dt {engine.dt} differs from the task's policy step {cfg.dt_s}")
         self.engine = engine
+        oc = cfg.observations
         if pool is None:
             pool = build_pool(
-                scenes, k, cfg.observations.road_point_spacing_m, self.device, cfg.vehicle, cfg.dt_s
+                scenes,
+                k,
+                oc.road_point_spacing_m,
+                self.device,
+                cfg.vehicle,
+                cfg.dt_s,
+                num_road_points=oc.num_road_points,
+                road_point_range_m=oc.road_point_range_m,
+            )
+        if pool.roads.k < oc.num_road_points or pool.roads.range_m < oc.road_point_range_m:
+            raise ValueError(
+                f"the scene pool's road index answers {pool.roads.k} points within {pool.roads.range_m} m; "
+                f"the task observes {oc.num_road_points} within {oc.road_point_range_m} m"
             )
         self.pool: ScenePool = pool
         self.sequential_scenes = sequential_scenes
@@ -198,9 +218,6 @@ class DrivingEnv:
         self.peak_drac = zeros(w, k)
         self.min_ttc = zeros(w, k)
         p = self.pool
-        self.road_xy = zeros(w, p.road_xy.shape[1], 2)
-        self.road_feat = zeros(w, p.road_xy.shape[1], p.road_feat.shape[-1])
-        self.road_valid = zeros(w, p.road_xy.shape[1], dtype=torch.bool)
         r = p.route_xy.shape[2]
         self.route_xy = zeros(w, k, r, 2)
         self.route_valid = zeros(w, k, r, dtype=torch.bool)
@@ -268,9 +285,6 @@ class DrivingEnv:
         self._next_serial += n
         p = self.pool
         self.scene_id[world_ids] = scene_ids
-        self.road_xy[world_ids] = p.road_xy[scene_ids]
-        self.road_feat[world_ids] = p.road_feat[scene_ids]
-        self.road_valid[world_ids] = p.road_valid[scene_ids]
         self.route_xy[world_ids] = p.route_xy[scene_ids]
         self.route_valid[world_ids] = p.route_valid[scene_ids]
         self.route_s[world_ids] = p.route_s[scene_ids]
@@ -439,6 +453,10 @@ class DrivingEnv:
         goal = (goal_dist <= cfg.goal_radius_m) & was_active & ~collided & ~offroad
         terminal = collided | offroad | goal
         timed_out_world = self.step_count >= cfg.max_steps
+        if cfg.min_active_fraction > 0.0:  # reset policy (phase 6): cut worlds with too few left
+            left = (was_active & ~terminal).sum(-1)
+            started = self.pool.agent_valid[self.scene_id].sum(-1)
+            timed_out_world = timed_out_world | ((left > 0) & (left < cfg.min_active_fraction * started))
         time_out = was_active & ~terminal & timed_out_world.unsqueeze(-1)
         done = terminal | time_out
         # 4. rewards
@@ -620,6 +638,13 @@ class DrivingEnv:
 
     # ------------------------------------------------------------------------------ observations
 
+    def _road_obs(self, st: VehicleState) -> torch.Tensor:
+        """The road term: each agent's nearest road points from the pool's spatial index."""
+        oc, roads = self.cfg.observations, self.pool.roads
+        ids, dist, valid = roads.nearest(self.scene_id, st.pos_xy, oc.num_road_points)
+        near_xy, near_feat = roads.xy[ids], roads.feat[ids].float()
+        return obs_terms.road_obs(st.pos_xy, st.yaw, near_xy, near_feat, dist, valid, oc.road_point_range_m)
+
     def _observe(
         self, st: VehicleState, ttc: torch.Tensor, proj: tuple[torch.Tensor, ...] | None = None
     ) -> torch.Tensor:
@@ -643,15 +668,7 @@ class DrivingEnv:
             obs_terms.route_lookahead_obs(
                 st.pos_xy, st.yaw, self.route_xy, self.route_s, s_now, self.route_end_s, self._lookahead
             ),
-            obs_terms.road_obs(
-                st.pos_xy,
-                st.yaw,
-                self.road_xy,
-                self.road_feat,
-                self.road_valid,
-                oc.num_road_points,
-                oc.road_point_range_m,
-            ),
+            self._road_obs(st),
             obs_terms.neighbor_obs(*self._objects(st), ttc, oc.num_neighbors, oc.neighbor_range_m),
         ]
         if oc.friction_aware:

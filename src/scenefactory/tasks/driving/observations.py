@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from scenefactory.tasks.driving.geometry import nearest_k, world_to_ego
+from scenefactory.tasks.driving.geometry import world_to_ego
 from scenefactory.tasks.driving.signals import SIGNAL, STOP_SIGN, state_one_hot
 
 EGO_DIM = 11
@@ -96,25 +96,24 @@ def route_lookahead_obs(
 def road_obs(
     pos_xy: torch.Tensor,
     yaw: torch.Tensor,
-    road_xy: torch.Tensor,
-    road_feat: torch.Tensor,
-    road_valid: torch.Tensor,
-    k: int,
+    near_xy: torch.Tensor,
+    near_feat: torch.Tensor,
+    near_dist: torch.Tensor,
+    near_valid: torch.Tensor,
     range_m: float,
 ) -> torch.Tensor:
-    """The k nearest road points (W, P, 2) with features (W, P, 5) per agent → (W, K, k·8)."""
-    w, a = pos_xy.shape[:2]
-    idx, dist, valid = nearest_k(pos_xy, road_xy, road_valid, k)
-    valid = valid & (dist <= range_m)
-    flat = idx.reshape(w, a * k)
-    pts = torch.gather(road_xy, 1, flat.unsqueeze(-1).expand(w, a * k, 2)).reshape(w, a, k, 2)
-    feat = torch.gather(road_feat, 1, flat.unsqueeze(-1).expand(w, a * k, road_feat.shape[-1]))
-    feat = feat.reshape(w, a, k, -1)
-    rel = world_to_ego(pts, pos_xy.unsqueeze(-2), yaw.unsqueeze(-1)) / range_m
+    """The k nearest road points of each agent → (W, K, k·8).
+
+    ``near_xy`` (W, K, k, 2) and ``near_feat`` (W, K, k, 5) are the points nearest first, with their
+    distance ``near_dist`` and ``near_valid`` flag (W, K, k) (the road index's answer,
+    :meth:`~scenefactory.tasks.driving.road_index.RoadPointIndex.nearest`); points beyond
+    ``range_m`` count as absent."""
+    valid = near_valid & (near_dist <= range_m)
+    rel = world_to_ego(near_xy, pos_xy.unsqueeze(-2), yaw.unsqueeze(-1)) / range_m
     c, s = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
-    tx, ty = feat[..., 0], feat[..., 1]
+    tx, ty = near_feat[..., 0], near_feat[..., 1]
     tan_ego = torch.stack((c * tx + s * ty, -s * tx + c * ty), dim=-1)
-    out = torch.cat((rel, tan_ego, feat[..., 2:], valid.unsqueeze(-1).float()), dim=-1)
+    out = torch.cat((rel, tan_ego, near_feat[..., 2:], valid.unsqueeze(-1).float()), dim=-1)
     return (out * valid.unsqueeze(-1)).flatten(-2)
 
 

@@ -2,15 +2,18 @@
 
 Shapes (S scenes, K agents per world, P road points, R route points):
 
-- ``road_xy``     (S, P, 2) road-graph sample points [m]; ``road_feat`` (S, P, 5): tangent (dx, dy)
-  and a one-hot of :class:`~scenefactory.scenes.roadgraph.PointType`; ``road_valid`` (S, P).
+- ``roads``       the road-graph sample points of every scene, packed (memory grows with the total
+  number of points), with the spatial index that answers the road observation's k-nearest query
+  from one cell's candidate list (:mod:`~scenefactory.tasks.driving.road_index`); per point
+  ``xy`` [m] and ``feat`` (5): tangent (dx, dy) and a one-hot of
+  :class:`~scenefactory.scenes.roadgraph.PointType`.
 - ``route_xy``    (S, K, R, 2) per-agent route polylines; ``route_valid`` (S, K, R).
 - ``route_s``     (S, K, R) cumulative arc length [m], strictly increasing (padding continues past
   the end in 1 km steps so batched ``searchsorted`` works); ``route_end_s`` (S, K).
 - ``goal_xy``     (S, K, 2); ``goal_s`` (S, K) goal arc length along the route [m].
 - ``spawn_pose``  (S, K, 3); ``spawn_speed`` (S, K); ``agent_valid`` (S, K) bool.
 - ``length``/``width`` (S, K) [m]; ``friction`` (S,).
-- ``grids``       drivable-area distance fields, one per scene.
+- ``grids``       drivable-area distance fields, one per scene, packed.
 - ``log_xy``      (S, K, T, 2) logged positions from the spawn on (T = 1 and all invalid when no
   scene has a log); ``log_valid`` (S, K, T); ``expert`` (S, K, T, 2) the actions that follow the
   log through the kinematic tier's inverse (``engines.kinematic.inverse_bicycle``), 0 where unknown.
@@ -25,7 +28,10 @@ Shapes (S scenes, K agents per world, P road points, R route points):
   T >= 1); ``signal_steps`` (S,) long the steps each scene holds; ``signal_loop`` (S,) bool whether
   they repeat (a procedural cycle) or end (a log: ``UNKNOWN`` after).
 
-Scenes with more agent slots than K are truncated to their first K agents; fewer are padded.
+Scenes with more agent slots than K keep their first K as controlled agents; the valid agents
+beyond them are replayed from the scene's log (``replay_*``, after the scene's own replayed
+objects: the controlled agents still see and collide with them), and truncated away when the scene
+has no log (procedural scenes). Scenes with fewer are padded.
 """
 
 from __future__ import annotations
@@ -39,52 +45,20 @@ import torch
 
 from scenefactory.engines.base import VehicleParams
 from scenefactory.engines.kinematic import inverse_bicycle
-from scenefactory.scenes.roadgraph import PointType
 from scenefactory.scenes.scene import Scene
-from scenefactory.tasks.driving.drivable import GridStack, build_drivable_grid
+from scenefactory.tasks.driving.drivable import GridStack
+from scenefactory.tasks.driving.road_cache import RoadParams, scene_roads
+from scenefactory.tasks.driving.road_index import (
+    DEFAULT_CELL_M,
+    RoadPointIndex,
+    roadgraph_points,
+)
 from scenefactory.tasks.driving.signals import SIGNAL, route_stops
-
-NUM_POINT_TYPES = len(PointType)
-
-
-def resample_polyline(xy: np.ndarray, spacing_m: float) -> tuple[np.ndarray, np.ndarray]:
-    """Points every ``spacing_m`` along ``xy`` (n, 2) (ends included) and unit tangents, both (m, 2)."""
-    seg = np.diff(xy, axis=0)
-    seg_len = np.linalg.norm(seg, axis=1)
-    keep = seg_len > 1e-9
-    if not keep.any():
-        return xy[:1].copy(), np.array([[1.0, 0.0]])
-    xy = np.concatenate([xy[:1], xy[1:][keep]], axis=0)
-    seg, seg_len = seg[keep], seg_len[keep]
-    s = np.concatenate([[0.0], np.cumsum(seg_len)])
-    count = max(int(np.floor(s[-1] / spacing_m)), 1) + 1
-    query = np.linspace(0.0, s[-1], count)
-    idx = np.clip(np.searchsorted(s, query, side="right") - 1, 0, len(seg) - 1)
-    frac = ((query - s[idx]) / seg_len[idx])[:, None]
-    pts = xy[idx] + frac * seg[idx]
-    tangents = seg[idx] / seg_len[idx][:, None]
-    return pts, tangents
 
 
 def road_points(scene: Scene, spacing_m: float) -> tuple[np.ndarray, np.ndarray]:
     """All road-graph sample points of a scene: ``xy`` (P, 2) and ``feat`` (P, 5) = tangent, type one-hot."""
-    rg = scene.roadgraph
-    groups = (
-        (rg.lanes(), PointType.LANE_CENTER),
-        (rg.lines(), PointType.ROAD_LINE),
-        (rg.edges(), PointType.ROAD_EDGE),
-    )
-    xys, feats = [], []
-    for polys, kind in groups:
-        for poly in polys:
-            if len(poly) < 2:
-                continue
-            pts, tan = resample_polyline(poly, spacing_m)
-            onehot = np.zeros((len(pts), NUM_POINT_TYPES))
-            onehot[:, int(kind)] = 1.0
-            xys.append(pts)
-            feats.append(np.concatenate([tan, onehot], axis=1))
-    return np.concatenate(xys, axis=0), np.concatenate(feats, axis=0)
+    return roadgraph_points(scene.roadgraph, spacing_m)
 
 
 @dataclass(frozen=True)
@@ -92,9 +66,7 @@ class ScenePool:
     """Padded tensors of a list of scenes (see the module docstring)."""
 
     scenes: tuple[Scene, ...]
-    road_xy: torch.Tensor
-    road_feat: torch.Tensor
-    road_valid: torch.Tensor
+    roads: RoadPointIndex
     route_xy: torch.Tensor
     route_valid: torch.Tensor
     route_s: torch.Tensor
@@ -138,19 +110,27 @@ def build_pool(
     device: torch.device,
     vehicle: VehicleParams | None = None,
     dt_s: float = 0.1,
+    num_road_points: int = 24,
+    road_point_range_m: float = 50.0,
+    road_cell_m: float = DEFAULT_CELL_M,
 ) -> ScenePool:
     """Tensorize ``scenes`` for worlds of ``agents_per_world`` agents (see the module docstring);
-    logs must be sampled at the policy step ``dt_s``."""
+    logs must be sampled at the policy step ``dt_s``. The road index answers up to
+    ``num_road_points`` nearest points within ``road_point_range_m`` exactly."""
     if not scenes:
         raise ValueError("the scene pool is empty: need at least one scene")
     k = agents_per_world
-    pts = [road_points(sc, road_point_spacing_m) for sc in scenes]
-    p_max = max(len(xy) for xy, _ in pts)
+    params = RoadParams(road_point_spacing_m, num_road_points, road_point_range_m, road_cell_m)
+    per_scene = [scene_roads(sc.roadgraph, params, f"scene '{sc.name}'") for sc in scenes]
+    roads = RoadPointIndex.build(
+        [(r.xy, r.feat) for r in per_scene],
+        [r.cells for r in per_scene],
+        num_road_points,
+        road_point_range_m,
+        device,
+    )
     r_max = max(sc.route_xy.shape[1] for sc in scenes)
     s_n = len(scenes)
-    road_xy = np.zeros((s_n, p_max, 2))
-    road_feat = np.zeros((s_n, p_max, 2 + NUM_POINT_TYPES))
-    road_valid = np.zeros((s_n, p_max), dtype=bool)
     route_xy = np.zeros((s_n, k, r_max, 2))
     route_valid = np.zeros((s_n, k, r_max), dtype=bool)
     goal_xy = np.zeros((s_n, k, 2))
@@ -160,10 +140,7 @@ def build_pool(
     agent_valid = np.zeros((s_n, k), dtype=bool)
     length = np.full((s_n, k), 4.5)
     width = np.full((s_n, k), 1.9)
-    for i, (sc, (xy, feat)) in enumerate(zip(scenes, pts, strict=True)):
-        road_xy[i, : len(xy)] = xy
-        road_feat[i, : len(xy)] = feat
-        road_valid[i, : len(xy)] = True
+    for i, sc in enumerate(scenes):
         n = min(k, sc.max_agents)
         r = sc.route_xy.shape[1]
         route_xy[i, :n, :r] = sc.route_xy[:n]
@@ -181,13 +158,11 @@ def build_pool(
 
     route_s, route_end_s = _route_arclength(route_xy, route_valid)
     log_xy, log_valid, expert = _logs(scenes, k, vehicle or VehicleParams(), dt_s)
-    replay = _replays(scenes, dt_s)
-    grids = GridStack.from_grids([build_drivable_grid(sc.roadgraph) for sc in scenes], device=device)
+    replay = _replays(scenes, k, dt_s)
+    grids = GridStack.from_grids([r.grid for r in per_scene], device=device)
     return ScenePool(
         scenes=tuple(scenes),
-        road_xy=t(road_xy),
-        road_feat=t(road_feat),
-        road_valid=t(road_valid),
+        roads=roads,
         route_xy=t(route_xy),
         route_valid=t(route_valid),
         route_s=t(route_s),
@@ -248,11 +223,27 @@ def _logs(
     return xy, valid, expert
 
 
-def _replays(scenes: Sequence[Scene], dt_s: float) -> dict[str, np.ndarray]:
-    """Padded replayed objects of every scene (see the module docstring)."""
-    reps = [sc.replay for sc in scenes if sc.replay is not None]
-    n = max([r.num_objects for r in reps] + [0])
-    steps = max([r.valid.shape[1] for r in reps] + [1])
+def beyond_slots(scene: Scene, k: int) -> np.ndarray:
+    """Slots (n,) of ``scene``'s valid controlled agents beyond the first ``k`` that its log plays
+    back as replayed objects in a world of ``k`` agents; none for a scene without a log (procedural
+    scenes are truncated to their first ``k`` agents)."""
+    if scene.log is None or scene.max_agents <= k:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(scene.agent_valid[k:]) + k
+
+
+def _replays(scenes: Sequence[Scene], k: int, dt_s: float) -> dict[str, np.ndarray]:
+    """Padded replayed objects of every scene: its own replay log's, then its controlled agents
+    beyond the first ``k`` slots (:func:`beyond_slots`) played back from its log — positions, yaw,
+    velocity = logged speed along the logged yaw, validity and footprint (see the module docstring)."""
+    extra = [beyond_slots(sc, k) for sc in scenes]
+    own = [sc.replay.num_objects if sc.replay is not None else 0 for sc in scenes]
+    n = max([a + len(e) for a, e in zip(own, extra, strict=True)] + [0])
+    steps = max(
+        [sc.replay.valid.shape[1] for sc in scenes if sc.replay is not None]
+        + [sc.log.num_steps for sc, e in zip(scenes, extra, strict=True) if len(e) and sc.log is not None]
+        + [1]
+    )
     s_n = len(scenes)
     out = {
         "replay_xy": np.zeros((s_n, n, steps, 2)),
@@ -262,21 +253,32 @@ def _replays(scenes: Sequence[Scene], dt_s: float) -> dict[str, np.ndarray]:
         "replay_length": np.full((s_n, n), 4.5),
         "replay_width": np.full((s_n, n), 1.9),
     }
-    for i, sc in enumerate(scenes):
+    for i, (sc, m, rows) in enumerate(zip(scenes, own, extra, strict=True)):
         rep = sc.replay
-        if rep is None or rep.num_objects == 0:
+        if rep is not None and m:
+            if abs(rep.dt_s - dt_s) > 1e-9:
+                raise ValueError(
+                    f"scene '{sc.name}': replay step {rep.dt_s} s differs from the policy step {dt_s} s"
+                )
+            t = rep.valid.shape[1]
+            out["replay_xy"][i, :m, :t] = rep.xy
+            out["replay_yaw"][i, :m, :t] = rep.yaw
+            out["replay_vel"][i, :m, :t] = rep.vel_xy
+            out["replay_valid"][i, :m, :t] = rep.valid
+            out["replay_length"][i, :m] = rep.length_m
+            out["replay_width"][i, :m] = rep.width_m
+        log = sc.log
+        if log is None or not len(rows):
             continue
-        if abs(rep.dt_s - dt_s) > 1e-9:
-            raise ValueError(
-                f"scene '{sc.name}': replay step {rep.dt_s} s differs from the policy step {dt_s} s"
-            )
-        m, t = rep.num_objects, rep.valid.shape[1]
-        out["replay_xy"][i, :m, :t] = rep.xy
-        out["replay_yaw"][i, :m, :t] = rep.yaw
-        out["replay_vel"][i, :m, :t] = rep.vel_xy
-        out["replay_valid"][i, :m, :t] = rep.valid
-        out["replay_length"][i, :m] = rep.length_m
-        out["replay_width"][i, :m] = rep.width_m
+        objs, t = slice(m, m + len(rows)), log.num_steps
+        yaw = log.yaw[rows]
+        out["replay_xy"][i, objs, :t] = log.xy[rows]
+        out["replay_yaw"][i, objs, :t] = yaw
+        heading = np.stack((np.cos(yaw), np.sin(yaw)), axis=-1)
+        out["replay_vel"][i, objs, :t] = heading * log.speed[rows][..., None]
+        out["replay_valid"][i, objs, :t] = log.valid[rows]
+        out["replay_length"][i, objs] = sc.length_m[rows]
+        out["replay_width"][i, objs] = sc.width_m[rows]
     return out
 
 

@@ -1,0 +1,188 @@
+"""Per-scene road data (sample points, drivable grid, spatial-index cells), built once per scene.
+
+Building a real map's drivable grid and index takes a fraction of a second; a pool of thousands of
+scenes would spend minutes on it at every start. :func:`scene_roads` therefore keeps each scene's
+result in a content-addressed cache: the key is a SHA-256 of the road graph's arrays, the build
+parameters and :data:`CACHE_VERSION` (bumped whenever what is built changes), so an edited scene or a
+new parameter never reads a stale entry. Entries are ``.npz`` files written atomically (temporary
+file, then rename) and read with ``allow_pickle=False``; an unreadable or inconsistent entry is
+rebuilt (and rewritten) with a warning, never trusted.
+
+The cache lives in ``$SCENEFACTORY_CACHE_DIR`` (default ``~/.cache/scenefactory``), under
+``roads/``; set ``SCENEFACTORY_CACHE_DIR=off`` to build without it. ``convert`` fills it for the
+scenes it writes (with the default observation settings), so the first training run reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+import zipfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from scenefactory.scenes.roadgraph import RoadGraph
+from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving.config import ObservationConfig
+from scenefactory.tasks.driving.drivable import DrivableGrid, build_drivable_grid
+from scenefactory.tasks.driving.road_index import (
+    DEFAULT_CELL_M,
+    SceneCells,
+    build_scene_cells,
+    roadgraph_points,
+)
+
+CACHE_VERSION = 1
+"""Bumped whenever road points, drivable grids or index cells are built differently."""
+
+CACHE_ENV = "SCENEFACTORY_CACHE_DIR"
+
+
+@dataclass(frozen=True)
+class RoadParams:
+    """What a scene's road data depends on besides its road graph (defaults: the task's defaults)."""
+
+    spacing_m: float = ObservationConfig.road_point_spacing_m
+    num_road_points: int = ObservationConfig.num_road_points
+    range_m: float = ObservationConfig.road_point_range_m
+    cell_m: float = DEFAULT_CELL_M
+
+
+@dataclass(frozen=True)
+class SceneRoads:
+    """One scene's road data: sample points ``xy`` (P, 2) with features ``feat`` (P, 5), its drivable
+    grid and its index cells."""
+
+    xy: np.ndarray
+    feat: np.ndarray
+    grid: DrivableGrid
+    cells: SceneCells
+
+
+def cache_dir() -> Path | None:
+    """The cache folder (``None`` when switched off)."""
+    value = os.environ.get(CACHE_ENV, "")
+    if value.lower() == "off":
+        return None
+    root = Path(value) if value else Path.home() / ".cache" / "scenefactory"
+    return root / "roads"
+
+
+def cache_key(roadgraph: RoadGraph, params: RoadParams) -> str:
+    """SHA-256 of the road graph's arrays, ``params`` and :data:`CACHE_VERSION`."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"version": CACHE_VERSION, **vars(params)}, sort_keys=True).encode())
+    for f in fields(roadgraph):
+        a = np.ascontiguousarray(getattr(roadgraph, f.name))
+        h.update(f"{f.name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def build_scene_roads(roadgraph: RoadGraph, params: RoadParams) -> SceneRoads:
+    """Build one scene's road data (no cache)."""
+    xy, feat = roadgraph_points(roadgraph, params.spacing_m)
+    grid = build_drivable_grid(roadgraph)
+    cells = build_scene_cells(xy, grid, params.num_road_points, params.range_m, params.cell_m)
+    return SceneRoads(xy=xy, feat=feat, grid=grid, cells=cells)
+
+
+def scene_roads(roadgraph: RoadGraph, params: RoadParams, where: str = "") -> SceneRoads:
+    """One scene's road data from the cache, or built (and cached). ``where`` names the scene in warnings."""
+    folder = cache_dir()
+    if folder is None:
+        return build_scene_roads(roadgraph, params)
+    key = cache_key(roadgraph, params)
+    path = folder / key[:2] / f"{key}.npz"
+    if path.exists():
+        try:
+            return _read(path)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            warnings.warn(
+                f"road cache entry {path} for {where or 'a scene'} is unreadable ({exc}); rebuilding it",
+                stacklevel=2,
+            )
+    roads = build_scene_roads(roadgraph, params)
+    try:
+        _write(path, roads)
+    except OSError as exc:
+        warnings.warn(f"could not write the road cache entry {path}: {exc}", stacklevel=2)
+    return roads
+
+
+def _write(path: Path, roads: SceneRoads) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(
+                f,
+                xy=roads.xy,
+                feat=roads.feat,
+                grid_origin=roads.grid.origin_xy,
+                grid_resolution=np.array(roads.grid.resolution_m),
+                grid_values=roads.grid.values,
+                cells_origin=roads.cells.origin_xy,
+                cells_shape=np.array(roads.cells.shape_rc, dtype=np.int64),
+                cells_side=np.array(roads.cells.cell_m),
+                cells_order=roads.cells.order,
+                cells_counts=roads.cells.counts,
+                cells_radius=roads.cells.radius,
+                cells_width=np.array(roads.cells.width),
+            )
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read(path: Path) -> SceneRoads:
+    with np.load(path, allow_pickle=False) as z:
+        xy, feat = z["xy"], z["feat"]
+        grid = DrivableGrid(
+            origin_xy=z["grid_origin"], resolution_m=float(z["grid_resolution"]), values=z["grid_values"]
+        )
+        shape = tuple(int(v) for v in z["cells_shape"])
+        order, counts, radius = z["cells_order"], z["cells_counts"], z["cells_radius"]
+        cells = SceneCells(
+            origin_xy=z["cells_origin"],
+            shape_rc=(shape[0], shape[1]),
+            cell_m=float(z["cells_side"]),
+            order=order,
+            counts=counts,
+            radius=radius,
+            width=int(z["cells_width"]),
+        )
+    ok = (
+        xy.ndim == 2
+        and xy.shape[1] == 2
+        and feat.shape[0] == xy.shape[0]
+        and len(shape) == 2
+        and counts.shape == (shape[0] * shape[1],)
+        and radius.shape == counts.shape
+        and int(counts.sum()) == len(xy)
+        and np.array_equal(np.sort(order), np.arange(len(xy)))
+    )
+    if not ok:
+        raise ValueError("arrays of inconsistent shapes")
+    return SceneRoads(xy=xy, feat=feat, grid=grid, cells=cells)
+
+
+def warm(scene: Scene) -> None:
+    """Build and cache ``scene``'s road data for the default observation settings (``convert`` runs
+    this in its workers for every scene it writes, one torch thread each: the parallelism is the
+    workers'); nothing when the cache is off."""
+    if cache_dir() is None:
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        scene_roads(scene.roadgraph, RoadParams(), f"scene '{scene.name}'")
+    finally:
+        torch.set_num_threads(threads)
