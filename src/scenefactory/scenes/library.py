@@ -7,6 +7,7 @@ ever a training scene.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -75,16 +76,65 @@ def procedural_scenes(
     ]
 
 
-def load_scene_dir(path: str | os.PathLike[str]) -> list[Scene]:
-    """Every ``*.json`` scene in folder ``path``, in file-name order.
+SCENE_SPLITS: tuple[str, ...] = ("all", "train", "eval")
+"""``--scene-split``: every scene of a folder, or those ``convert`` put in one split (its index)."""
 
-    Raises ``UserError`` if the folder is missing or holds no scene files, and ``SceneFormatError``
-    (naming the file and field) for a malformed one.
+
+def load_scene_dir(path: str | os.PathLike[str], split: str = "all") -> list[Scene]:
+    """Every ``*.json`` scene in folder ``path``, in file-name order; with ``split`` ``"train"`` or
+    ``"eval"``, only the scenes ``scenefactory convert`` put in that split, as its ``index.json``
+    (in ``path`` or the folder above it, e.g. ``OUT/json`` beside ``OUT/index.json``) lists them.
+
+    Raises ``UserError`` if the folder is missing or holds no scene files, or, for a split, if no
+    index is found, it gives no splits, or the split is empty; and ``SceneFormatError`` (naming the
+    file and field) for a malformed scene.
     """
     folder = Path(path)
+    if split not in SCENE_SPLITS:
+        raise UserError(f"unknown scene split {split!r}; valid splits: {', '.join(SCENE_SPLITS)}")
     if not folder.is_dir():
         raise UserError(f"scene folder {str(folder)!r} does not exist or is not a folder")
+    if split != "all":
+        return [load_scene(f) for f in _split_files(folder, split)]
     files = sorted(folder.glob("*.json"))
     if not files:
         raise UserError(f"scene folder {str(folder)!r} holds no *.json scene files")
     return [load_scene(f) for f in files]
+
+
+def _split_files(folder: Path, split: str) -> list[Path]:
+    """The JSON scene files of ``split`` that ``folder``'s conversion index lists, by file name."""
+    index_path = next(
+        (p / "index.json" for p in (folder, folder.parent) if (p / "index.json").is_file()), None
+    )
+    if index_path is None:
+        raise UserError(
+            f"scene folder {str(folder)!r} has no index.json (nor has the folder above it): --scene-split"
+            f" {split} needs the index that 'scenefactory convert' writes"
+        )
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+        scenes = index["scenes"]
+        entries = [(e.get("split"), e.get("files", [])) for e in scenes.values()]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UserError(f"{index_path}: not a conversion index with a 'scenes' object ({exc})") from None
+    if entries and all(s is None for s, _ in entries):
+        raise UserError(
+            f"{index_path}: its scenes have no split (converted before splits existed); convert them again"
+        )
+    counts = {s: sum(1 for got, _ in entries if got == s) for s in SCENE_SPLITS[1:]}
+    base = index_path.parent.resolve()
+    files = sorted(
+        (base / f for got, names in entries if got == split for f in names if str(f).endswith(".json")),
+        key=lambda p: p.name,
+    )
+    if not files:
+        shown = ", ".join(f"{n} {s}" for s, n in counts.items())
+        raise UserError(f"scene folder {str(folder)!r} holds no {split} scenes ({index_path} lists {shown})")
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise UserError(
+            f"{index_path} lists {len(missing)} {split} scene files that are missing, e.g."
+            f" {str(missing[0])!r}"
+        )
+    return files

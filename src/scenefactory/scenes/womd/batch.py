@@ -20,6 +20,11 @@ What ``convert`` guarantees — one bad record costs that record only:
   objects the converted scenes control, replay and leave out, and why — :func:`agent_totals`) are
   written at the end of every run, an interrupted one included; an empty TFRecord file is a
   warning.
+- **Splits.** Every scene of ``index.json`` has a ``split``, ``"train"`` or ``"eval"``, decided by
+  its scenario id alone (:func:`scene_split`), so that re-converting, converting the shards in
+  another order, with more workers or after renaming them gives every scene the same split; the
+  index records the ``eval_fraction`` used (every entry is re-split with it) and ``summary.json``
+  the counts per split of the scenes this run converted.
 - **Processes.** SIGINT or SIGTERM ends the workers (see :mod:`scenefactory.scenes.womd.pool`),
   writes the two files and raises :class:`ConvertInterrupted`.
 """
@@ -61,6 +66,8 @@ from scenefactory.scenes.womd.tf_example import parse_womd_record
 from scenefactory.scenes.womd.tfrecord import CorruptRecordError, RecordFault, scan_records
 
 FORMATS = ("json", "mjcf", "usd")
+SPLITS = ("train", "eval")
+DEFAULT_EVAL_FRACTION = 0.1
 MAX_STEM_CHARS = 100  # + "-" + 12 hex digits + ".usda" stays far below the usual 255-byte name limit
 _SAFE_CHARS = frozenset(string.ascii_letters + string.digits + "-_.")
 _EXTENSIONS = {"json": ("json", "json"), "mjcf": ("mjcf", "xml"), "usd": ("usd", "usda")}
@@ -123,6 +130,16 @@ def scene_file_stem(name: str) -> str:
     safe = "".join(c if c in _SAFE_CHARS else "_" for c in name)[:MAX_STEM_CHARS].lstrip(".")
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{safe or 'scene'}-{digest}"
+
+
+def scene_split(scenario_id: str, eval_fraction: float = DEFAULT_EVAL_FRACTION) -> str:
+    """``"eval"`` or ``"train"`` for a scenario id: the first 8 bytes of the SHA-256 of its UTF-8
+    form, read as a big-endian integer ``h``, make it an eval scene when ``h < eval_fraction * 2**64``
+    (a stable share ``eval_fraction`` of the ids, independent of files, order and workers)."""
+    if not 0.0 <= eval_fraction <= 1.0:
+        raise ValueError(f"eval_fraction must be in [0, 1], got {eval_fraction}")
+    digest = hashlib.sha256(scenario_id.encode("utf-8", "surrogatepass")).digest()
+    return "eval" if int.from_bytes(digest[:8], "big") < eval_fraction * 2.0**64 else "train"
 
 
 def _where(path: str, record: int, offset: int) -> str:
@@ -239,6 +256,13 @@ def _convert_record(
             _release(task.claims, stem)
         msg = f"{where}: scenario '{sid}' not written: {_failure(exc)}"
         return _entry("error", task, record, offset, scenario_id=sid, error=msg)
+    if task.prepare_scene is not None:
+        try:
+            task.prepare_scene(scene)
+        except Exception as exc:  # the scene is written; whoever loads it meets the same error
+            converted["warning"] = (
+                f"{where}: scenario '{sid}' written, but preparing it failed: {_failure(exc)}"
+            )
     return converted
 
 
@@ -403,7 +427,8 @@ class _Collector:
             "converted": by_kind["converted"],
             "skipped": by_kind["skipped"],
             "errors": by_kind["error"],
-            "warnings": [w["message"] for w in by_kind["warning"]],
+            "warnings": [w["message"] for w in by_kind["warning"]]
+            + [c["warning"] for c in by_kind["converted"] if "warning" in c],
         }
 
 
@@ -489,24 +514,33 @@ def convert_files(
     max_agents: int = 32,
     on_shard: Callable[[dict[str, Any]], None] | None = None,
     ray_address: str | None = None,
+    eval_fraction: float = DEFAULT_EVAL_FRACTION,
+    prepare_scene: Callable[[Scene], None] | None = None,
 ) -> dict[str, Any]:
     """Convert input files (module docstring) in local worker processes, or as the tasks of an
     existing Ray cluster at ``ray_address`` (inputs and ``out`` must then be on a filesystem every
-    node sees); write ``index.json`` and ``summary.json`` in ``out``; return the summary.
+    node sees); write ``index.json`` and ``summary.json`` in ``out``; return the summary. Each scene
+    goes to the eval split with probability ``eval_fraction``, by its scenario id (:func:`scene_split`).
 
-    ``on_shard`` gets each input file's report (:meth:`_Collector.shard_report`) when it is done.
+    ``on_shard`` gets each input file's report (:meth:`_Collector.shard_report`) when it is done;
+    ``prepare_scene`` runs on every scene written, in the worker that wrote it (see :class:`ShardTask`).
 
     Raises:
         UserError: before converting anything, for inputs that match no file, an ``out`` that
             cannot be a folder, or an existing ``index.json`` that cannot be read.
         ConvertInterrupted: on SIGINT or SIGTERM, after the workers ended and both files were written.
     """
+    if not 0.0 <= eval_fraction <= 1.0:
+        raise UserError(f"--eval-fraction must be in [0, 1], got {eval_fraction}")
     files = prepare(inputs, out)
     index = _read_index(out)
     paths = [str(f.resolve()) for f in files]
     collector = _Collector(paths, on_shard)
     claims = tempfile.mkdtemp(prefix=".convert-claims-", dir=out)
-    tasks = [ShardTask(p, str(out.resolve()), tuple(formats), max_agents, claims) for p in paths]
+    tasks = [
+        ShardTask(p, str(out.resolve()), tuple(formats), max_agents, claims, prepare_scene=prepare_scene)
+        for p in paths
+    ]
     interrupted = False
     try:
         with _interrupts() as stop:
@@ -536,7 +570,7 @@ def convert_files(
         raise
     finally:
         shutil.rmtree(claims, ignore_errors=True)
-        summary = _finish(collector, index, out, formats, interrupted)
+        summary = _finish(collector, index, out, formats, interrupted, eval_fraction)
     return summary
 
 
@@ -564,9 +598,15 @@ def agent_totals(converted: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _finish(
-    collector: _Collector, index: dict[str, Any], out: Path, formats: Sequence[str], interrupted: bool
+    collector: _Collector,
+    index: dict[str, Any],
+    out: Path,
+    formats: Sequence[str],
+    interrupted: bool,
+    eval_fraction: float = DEFAULT_EVAL_FRACTION,
 ) -> dict[str, Any]:
-    """Merge what was written into ``index`` and write ``index.json`` and ``summary.json``."""
+    """Merge what was written into ``index`` (every entry split anew with ``eval_fraction``) and
+    write ``index.json`` and ``summary.json``."""
     reports = [collector.shard_report(f) for f in collector.entries]
     for rep in reports:
         for c in rep["converted"]:
@@ -576,7 +616,15 @@ def _finish(
                 "offset": c["offset"],
                 "files": c["files"],
             }
+    for sid, entry in index["scenes"].items():
+        if isinstance(entry, dict):
+            entry["split"] = scene_split(sid, eval_fraction)
+    index["eval_fraction"] = eval_fraction
     write_json(out / "index.json", index)
+    splits = dict.fromkeys(SPLITS, 0)
+    for rep in reports:
+        for c in rep["converted"]:
+            splits[scene_split(c["scenario_id"], eval_fraction)] += 1
     errors = [e for r in reports for e in r["errors"]]
     skipped = [s for r in reports for s in r["skipped"]]
     converted = sum(len(r["converted"]) for r in reports)
@@ -584,6 +632,8 @@ def _finish(
         "files": len(reports),
         "scenarios_read": converted + len(skipped) + sum(1 for e in errors if e["scenario_id"] is not None),
         "converted": converted,
+        "splits": splits,
+        "eval_fraction": eval_fraction,
         "agents": agent_totals([c for r in reports for c in r["converted"]]),
         "skipped": skipped,
         "errors": errors,

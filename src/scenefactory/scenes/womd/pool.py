@@ -33,6 +33,8 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import Any
 
+from scenefactory.scenes.scene import Scene
+
 Emit = Callable[[dict[str, Any]], None]
 DONE = "done"
 TERMINATE_GRACE_S = 2.0
@@ -50,6 +52,9 @@ class ShardTask:
         max_agents: controlled agents per scene at most.
         claims: folder of this run's file-name claims (duplicate detection), or ``None``.
         start_record: records with a lower index are skipped (set when resuming after a crash).
+        prepare_scene: run on each scene written (a module-level function, so that the task pickles),
+            e.g. :func:`scenefactory.tasks.driving.road_cache.warm` to build the road data once, in
+            the workers, instead of at the first training run.
     """
 
     path: str
@@ -58,6 +63,7 @@ class ShardTask:
     max_agents: int
     claims: str | None = None
     start_record: int = 0
+    prepare_scene: Callable[[Scene], None] | None = None
 
 
 Job = Callable[[ShardTask, Emit], object]
