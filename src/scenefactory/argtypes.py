@@ -157,6 +157,34 @@ POLICY_HZ = FloatRange(MIN_POLICY_HZ, MAX_POLICY_HZ, what="a policy rate in Hz")
 LAG_STEPS = IntRange(0, MAX_LAG_STEPS, "half a 20 s episode at 10 Hz")
 PROBABILITY = FloatRange(0.0, 1.0, high_open=True, what="a probability")
 FRACTION = FloatRange(0.0, 1.0, what="a number")
+EVAL_FRACTION = FloatRange(0.0, 1.0, what="a fraction of the scenes")
+"""``convert --eval-fraction``: the share of scenario ids put in the eval split."""
+MIN_ACTIVE_FRACTION = FloatRange(0.0, 1.0, what="a fraction of a world's starting agents")
+"""``--min-active-fraction``: the training reset policy (``DrivingTaskConfig.min_active_fraction``)."""
+
+AUTO = "auto"
+"""``--agents auto``: agents per world chosen from the ``--scenes`` folder (``tasks.driving.slots``)."""
+
+
+@dataclass(frozen=True)
+class OrAuto(IntRange):
+    """Argument type: ``auto`` (:data:`AUTO`) or an integer in ``[low, high]``."""
+
+    def __call__(self, text: str) -> int | str:  # type: ignore[override]
+        """``"auto"``, or the integer; ``ArgumentTypeError`` naming both otherwise."""
+        if text.strip().lower() == AUTO:
+            return AUTO
+        return super().__call__(text)
+
+    def describe(self) -> str:
+        """What the flag expects, e.g. ``'auto' or an integer in [1, 32]``."""
+        return f"'{AUTO}' or {super().describe()}"
+
+    @classmethod
+    def of(cls, rng: IntRange) -> OrAuto:
+        """``auto`` or what ``rng`` accepts."""
+        return cls(rng.low, rng.high, rng.note)
+
 
 # --------------------------------------------------------------------------- checks across flags
 
@@ -318,6 +346,13 @@ def check_flags(args: argparse.Namespace) -> None:
             policy_steps(args.physics_hz, args.policy_hz, f"--policy-hz {args.policy_hz:g}")
         else:
             policy_steps(args.physics_hz, drive.POLICY_HZ, f"the {drive.POLICY_HZ:g} Hz policy")
+    if getattr(args, "agents", None) == AUTO and getattr(args, "scenes", None) is None:
+        raise UserError(
+            "--agents auto chooses the agents per world from the scenes of --scenes DIR; procedural "
+            "scenes place as many agents as --agents asks for, so give a number"
+        )
+    if getattr(args, "scene_split", "all") != "all" and getattr(args, "scenes", None) is None:
+        raise UserError(f"--scene-split {args.scene_split} picks scenes of --scenes DIR; give the folder")
     _check_seed_range(args, drive)
 
 
@@ -357,7 +392,7 @@ def _check_seed_range(args: argparse.Namespace, drive: Any) -> None:
     elif key == ("render", "drive") and args.scenes is None:
         first = seed + drive.RENDER_SEED_OFFSET
         check_scene_range("eval", first, args.panels, f"--seed {seed} with --panels {args.panels}")
-    elif key == ("bench", "drive"):
+    elif key == ("bench", "drive") and getattr(args, "scenes", None) is None:
         check_scene_range("train", seed, drive.BENCH_SCENES, f"--seed {seed}")
     elif key == ("collect", "drive"):
         check_scene_range("train", seed, drive.COLLECT_SCENES, f"--seed {seed}")

@@ -17,6 +17,7 @@ from typing import NoReturn
 from scenefactory import go1_cli
 from scenefactory.argtypes import (
     DRIVE_SEED,
+    EVAL_FRACTION,
     FRACTION,
     LAG_STEPS,
     MAX_AGENTS,
@@ -33,9 +34,11 @@ from scenefactory.argtypes import (
     MAX_THREADS,
     MAX_WORKERS,
     MAX_WORLDS,
+    MIN_ACTIVE_FRACTION,
     PHYSICS_HZ,
     POLICY_HZ,
     IntRange,
+    OrAuto,
     check_flags,
     out_path,
     positive,
@@ -44,6 +47,7 @@ from scenefactory.argtypes import (
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS
+from scenefactory.scenes.library import SCENE_SPLITS
 
 ENGINE_HELP = (
     "engine: kinematic (bicycle), mujoco (articulated cars), learned (--dynamics-model) "
@@ -57,6 +61,15 @@ AGENTS = positive(MAX_AGENTS, "procedural scenes place up to 32")
 SCENE_AGENTS = positive(MAX_SCENE_AGENTS)
 ITERATIONS = positive(MAX_ITERATIONS)
 SCENES = positive(MAX_SCENES, "scenes are built up front, ~20 ms each")
+AGENTS_OR_AUTO = OrAuto.of(AGENTS)
+SCENE_AGENTS_OR_AUTO = OrAuto.of(SCENE_AGENTS)
+AUTO_HELP = "'auto': the most that keeps worlds 90%% full on average over the --scenes folder"
+RESET_HELP = (
+    "reset a world once fewer than this fraction of the agents it started with are still driving; "
+    "they end as time-outs (default 0: wait for the last one)"
+)
+
+SPLIT_HELP = "scenes of --scenes DIR: all, or those 'convert' put in its train or eval split (index.json)"
 
 
 class UsageError(UserError):
@@ -146,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 0 even if some records or scenarios were bad (listed in summary.json)",
     )
     c.add_argument("--ray", default=None, metavar="ADDRESS", help="run on an existing Ray cluster")
+    c.add_argument(
+        "--eval-fraction",
+        type=EVAL_FRACTION,
+        default=0.1,
+        help="share of scenes put in the eval split, by a hash of their scenario id (default 0.1)",
+    )
 
     col = sub.add_parser("collect", help="record transition datasets for learned dynamics")
     colt = col.add_subparsers(dest="task", required=True)
@@ -163,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     cd.add_argument("--out", type=out_path, required=True)
     cl = colt.add_parser("logs", help="transitions of the logged drivers of converted scenes (WOMD)")
     cl.add_argument("--scenes", type=Path, required=True, help="folder of converted scene JSON files")
+    cl.add_argument("--scene-split", choices=SCENE_SPLITS, default="all", help=SPLIT_HELP)
     cl.add_argument("--out", type=out_path, required=True)
 
     fd = sub.add_parser("fit-dynamics", help="fit a learned dynamics model to a transition dataset")
@@ -267,7 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
         t.add_argument("--action-lag-steps", type=LAG_STEPS, default=0, help=LAG_HELP)
         if name == "train":
             t.add_argument("--worlds", type=WORLDS, default=128)
-            t.add_argument("--agents", type=AGENTS, default=8)
+            t.add_argument(
+                "--agents", type=AGENTS_OR_AUTO, default=8, help=f"agents per world, or {AUTO_HELP}"
+            )
+            t.add_argument("--min-active-fraction", type=MIN_ACTIVE_FRACTION, default=0.0, help=RESET_HELP)
             t.add_argument("--iterations", type=ITERATIONS, default=150)
             t.add_argument(
                 "--train-scenes",
@@ -276,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
                 help="procedural training scenes (default 120, or 0 with --scenes)",
             )
             t.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON files to train on")
+            t.add_argument("--scene-split", choices=SCENE_SPLITS, default="all", help=SPLIT_HELP)
             t.add_argument("--signals", action="store_true", help=SIGNALS_HELP)
             t.add_argument("--out", type=out_path, required=True)
         elif name == "eval":
@@ -288,19 +312,34 @@ def build_parser() -> argparse.ArgumentParser:
             )
             t.add_argument(
                 "--agents",
-                type=SCENE_AGENTS,
+                type=SCENE_AGENTS_OR_AUTO,
                 default=None,
-                help="agents per world for --policy expert (default: the most agents any scene controls)",
+                help="agents per world for --policy expert (default: the most agents any scene controls;"
+                f" {AUTO_HELP})",
             )
             t.add_argument("--episodes", type=SCENES, default=100, help="held-out scenes to play")
             t.add_argument("--scenes", type=Path, default=None, help="evaluate on this folder of scene JSON")
+            t.add_argument("--scene-split", choices=SCENE_SPLITS, default="all", help=SPLIT_HELP)
             t.add_argument("--worlds", type=WORLDS, default=64, help="worlds run in parallel")
             t.add_argument("--out", type=out_path, required=True)
         elif name == "bench":
             t.add_argument("--worlds", type=WORLDS, default=256)
-            t.add_argument("--agents", type=AGENTS, default=16)
+            t.add_argument(
+                "--agents", type=AGENTS_OR_AUTO, default=16, help=f"agents per world, or {AUTO_HELP}"
+            )
+            t.add_argument(
+                "--scenes", type=Path, default=None, help="bench on this folder of scene JSON files"
+            )
+            t.add_argument("--scene-split", choices=SCENE_SPLITS, default="all", help=SPLIT_HELP)
+            t.add_argument("--min-active-fraction", type=MIN_ACTIVE_FRACTION, default=0.0, help=RESET_HELP)
             t.add_argument(
                 "--steps", type=positive(MAX_BENCH_STEPS), default=30, help="timed steps after warm-up"
+            )
+            t.add_argument(
+                "--warmup",
+                type=IntRange(0, MAX_BENCH_STEPS),
+                default=5,
+                help="untimed steps first (an episode's worth, 200, for a steady-state active fraction)",
             )
             t.add_argument("--baseline", action="store_true", help="non-vectorized reference")
             t.add_argument("--policy-hz", type=POLICY_HZ, default=10.0, help="policy (control) rate [Hz]")
@@ -309,10 +348,14 @@ def build_parser() -> argparse.ArgumentParser:
             t.add_argument("--checkpoint", type=Path, default=None)
             t.add_argument("--policy", choices=("checkpoint", "expert"), default="checkpoint")
             t.add_argument(
-                "--agents", type=SCENE_AGENTS, default=8, help="agents per world for --policy expert"
+                "--agents",
+                type=SCENE_AGENTS_OR_AUTO,
+                default=8,
+                help=f"agents per world for --policy expert, or {AUTO_HELP}",
             )
             t.add_argument("--panels", type=IntRange(1, 4), default=4, help="scenes shown side by side (1-4)")
             t.add_argument("--scenes", type=Path, default=None, help="render scenes of this folder")
+            t.add_argument("--scene-split", choices=SCENE_SPLITS, default="all", help=SPLIT_HELP)
             t.add_argument("--out", type=out_path, required=True)
     go1_cli.add_commands(sub)
     return p
@@ -359,17 +402,25 @@ def run(argv: Sequence[str] | None = None) -> int:
             num_train_scenes=train_scenes(args),
             physics_hz=args.physics_hz,
             scenes_dir=args.scenes,
+            scene_split=args.scene_split,
             dynamics_model=args.dynamics_model,
             grounding=args.grounding,
             action_lag_steps=args.action_lag_steps,
             signals=args.signals,
+            min_active_fraction=args.min_active_fraction,
         )
         trainer = drive.train(targs)
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
     elif args.command == "eval":
         if args.policy == "expert":
             m = drive.evaluate_expert(
-                args.scenes, args.engine, args.episodes, args.agents, args.out, args.physics_hz
+                args.scenes,
+                args.engine,
+                args.episodes,
+                args.agents,
+                args.out,
+                args.physics_hz,
+                scene_split=args.scene_split,
             )
         else:
             if args.checkpoint is None:
@@ -386,6 +437,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 args.dynamics_model,
                 grounding=args.grounding,
                 action_lag_steps=args.action_lag_steps,
+                scene_split=args.scene_split,
             )
         print(
             json.dumps({k: m[k] for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes")})
@@ -411,15 +463,26 @@ def run(argv: Sequence[str] | None = None) -> int:
             dynamics_model=args.dynamics_model,
             grounding=args.grounding,
             action_lag_steps=args.action_lag_steps,
+            scenes_dir=args.scenes,
+            min_active_fraction=args.min_active_fraction,
+            warmup=args.warmup,
+            scene_split=args.scene_split,
         )
-        print(json.dumps({k: r[k] for k in ("casps", "worlds", "agents_per_world", "engine", "baseline")}))
+        bench_keys = ("casps", "active_casps", "active_slot_fraction", "worlds", "agents_per_world")
+        print(json.dumps({k: r[k] for k in (*bench_keys, "engine", "baseline")}))
     elif args.command == "convert":
         from scenefactory.errors import warn
         from scenefactory.scenes.womd.batch import ConvertInterrupted
 
         try:
             summary = drive.convert(
-                args.inputs, args.out, args.format, args.workers, args.max_agents, args.ray
+                args.inputs,
+                args.out,
+                args.format,
+                args.workers,
+                args.max_agents,
+                args.ray,
+                eval_fraction=args.eval_fraction,
             )
         except ConvertInterrupted as stop:
             print(
@@ -428,7 +491,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 128 + stop.signum
-        print(json.dumps({k: summary[k] for k in ("files", "scenarios_read", "converted")}))
+        print(json.dumps({k: summary[k] for k in ("files", "scenarios_read", "converted", "splits")}))
         agents = summary["agents"]
         why = ", ".join(f"{r} {n}" for r, n in agents["by_reason"].items() if n)
         print(
@@ -447,7 +510,10 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(f"scenefactory: ... and {len(errors) - shown} more errors in summary.json", file=sys.stderr)
         return 1 if errors and not args.skip_bad else 0
     elif args.command == "collect":
-        meta = drive.collect_logs(args.scenes, args.out) if args.task == "logs" else drive.collect(args)
+        if args.task == "logs":
+            meta = drive.collect_logs(args.scenes, args.out, args.scene_split)
+        else:
+            meta = drive.collect(args)
         print(json.dumps({k: meta[k] for k in ("engine", "transitions", "shards", "policies_used")}))
     elif args.command == "fit-dynamics":
         metrics = drive.fit_dynamics_cmd(
@@ -517,6 +583,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             args.dynamics_model,
             grounding=args.grounding,
             action_lag_steps=args.action_lag_steps,
+            scene_split=args.scene_split,
         )
         print(f"video: {path}")
     return 0

@@ -6,6 +6,7 @@ The CLI only parses flags and calls these; each writes its results as files (JSO
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from scenefactory.argtypes import policy_steps
+from scenefactory.argtypes import AUTO, MAX_AGENTS, policy_steps
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.errors import UserError, warn
 from scenefactory.evaluation.bench import bench_drive
@@ -49,6 +50,8 @@ from scenefactory.scenes.library import load_scene_dir, procedural_scenes
 from scenefactory.scenes.procedural_params import DEFAULT_SIGNAL_CYCLE_S
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig, with_traffic_signals
+from scenefactory.tasks.driving.road_cache import warm as warm_road_cache
+from scenefactory.tasks.driving.slots import DEFAULT_MIN_FILL, agents_per_world_for, initial_fill
 
 console = Console(stderr=True)
 
@@ -93,20 +96,53 @@ class TrainArgs:
     out: Path
     engine: str = "kinematic"
     worlds: int = 128
-    agents: int = 8
+    agents: int | str = 8
+    """K, or ``"auto"`` (:data:`~scenefactory.argtypes.AUTO`): chosen from the ``--scenes`` folder
+    by :func:`resolve_agents` before the spec is made."""
     iterations: int = 150
     seed: int = 0
     num_train_scenes: int = TRAIN_SCENES
     physics_hz: float = DEFAULT_PHYSICS_HZ
     scenes_dir: Path | None = None
+    scene_split: str = "all"
+    """Which scenes of ``scenes_dir``: all, or ``convert``'s train or eval split (``--scene-split``)."""
     dynamics_model: str | None = None
     grounding: str | None = None
     action_lag_steps: int = 0
     signals: bool = False
+    min_active_fraction: float = 0.0
+
+
+def resolve_agents(
+    agents: int | str, scenes: Sequence[Scene], source: Path | None, max_agents: int | None = None
+) -> int:
+    """``agents``, or for ``"auto"`` the agents per world the scenes' controlled-agent counts call
+    for (:func:`~scenefactory.tasks.driving.slots.agents_per_world_for`: the largest K whose worlds
+    start at least :data:`~scenefactory.tasks.driving.slots.DEFAULT_MIN_FILL` full on average, at
+    most ``max_agents``), said on stderr. ``auto`` needs scenes from a folder (``source``):
+    procedural scenes place as many agents as they are asked for, so there is nothing to choose from."""
+    if agents != AUTO:
+        return int(agents)
+    if source is None or not scenes:
+        raise UserError(
+            "--agents auto chooses the agents per world from the scenes of --scenes DIR; procedural "
+            "scenes place as many agents as --agents asks for, so give a number"
+        )
+    counts = [sc.num_agents for sc in scenes]
+    k = agents_per_world_for(counts, DEFAULT_MIN_FILL, max_agents)
+    console.print(
+        f"--agents auto: {k} agents per world for the {len(scenes)} scenes of {source} "
+        f"({min(counts)}-{max(counts)} agents each; worlds start {initial_fill(counts, k):.0%} full "
+        f"on average, the agents beyond {k} replay their logs)"
+    )
+    return k
 
 
 def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
-    """Map flags onto the typed configs (the one place that does)."""
+    """Map flags onto the typed configs (the one place that does); ``--agents auto`` must have been
+    resolved (:func:`resolve_agents`)."""
+    if not isinstance(args.agents, int):
+        raise ValueError(f"make_spec needs a number of agents, got {args.agents!r}: see resolve_agents")
     for name in ("worlds", "agents", "iterations"):
         if getattr(args, name) < 1:
             raise UserError(
@@ -120,7 +156,11 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
         raise UserError(
             f"--agents must be at most 32 (scenes place up to 32 controlled agents), got {args.agents}"
         )
-    task = DrivingTaskConfig(num_worlds=args.worlds, agents_per_world=args.agents)
+    task = DrivingTaskConfig(
+        num_worlds=args.worlds,
+        agents_per_world=int(args.agents),
+        min_active_fraction=args.min_active_fraction,
+    )
     if args.signals:
         task = with_traffic_signals(task)
     return TrainSpec(
@@ -134,16 +174,24 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
         iterations=args.iterations,
         seed=args.seed,
         num_train_scenes=args.num_train_scenes,
-        scene_source="procedural" if args.scenes_dir is None else f"dir:{Path(args.scenes_dir).resolve()}",
+        scene_source=scene_source(args.scenes_dir and Path(args.scenes_dir).resolve(), args.scene_split),
     )
 
 
+def scene_source(scenes_dir: Path | None, split: str = "all", procedural: str = "procedural") -> str:
+    """Where scenes come from, as metrics and specs record it: ``procedural`` (or the given name),
+    ``dir:PATH``, or ``dir:PATH split=train|eval`` for one split of a converted folder."""
+    if scenes_dir is None:
+        return procedural
+    return f"dir:{scenes_dir}" + ("" if split == "all" else f" split={split}")
+
+
 def training_scenes(
-    spec: TrainSpec, scenes_dir: Path | None, loaded: list[Scene] | None = None
+    spec: TrainSpec, scenes_dir: Path | None, loaded: list[Scene] | None = None, scene_split: str = "all"
 ) -> list[Scene]:
-    """Scenes from ``scenes_dir`` (if any; or the ``loaded`` ones) followed by
+    """Scenes from ``scenes_dir`` (if any, its ``scene_split``; or the ``loaded`` ones) followed by
     ``spec.num_train_scenes`` procedural ones."""
-    scenes = list(loaded or []) + (load_scene_dir(scenes_dir) if scenes_dir is not None else [])
+    scenes = list(loaded or []) + (load_scene_dir(scenes_dir, scene_split) if scenes_dir is not None else [])
     if spec.num_train_scenes:
         scenes += procedural_scenes(
             "train",
@@ -162,12 +210,19 @@ def signal_cycle(task: DrivingTaskConfig) -> float:
 
 
 def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
-    """Train (or resume) a driving policy; writes checkpoints, history, TensorBoard and a curve."""
+    """Train (or resume) a driving policy; writes checkpoints, history, TensorBoard and a curve.
+    ``--agents auto`` reads the ``--scenes`` folder first, to choose K (:func:`resolve_agents`)."""
+    loaded: list[Scene] | None = None
+    if args.agents == AUTO:
+        loaded = load_scene_dir(args.scenes_dir, args.scene_split) if args.scenes_dir is not None else []
+        args = replace(args, agents=resolve_agents(args.agents, loaded, args.scenes_dir, MAX_AGENTS))
     spec = make_spec(args, ppo)
     resume = resume_checkpoint(spec, args.out)  # a foreign or unsafe checkpoint fails before any work
     # the --scenes folder is read (every file checked) before anything is printed: a bad one is a
     # one-line error, not a status line and then an error
-    loaded = load_scene_dir(args.scenes_dir) if args.scenes_dir is not None else []
+    if loaded is None:
+        loaded = load_scene_dir(args.scenes_dir, args.scene_split) if args.scenes_dir is not None else []
+    agents_left_out(loaded, spec.task.agents_per_world, args.scenes_dir, "--agents")
     source = "" if args.scenes_dir is None else f" plus the {len(loaded)} scenes in {args.scenes_dir}"
     console.print(
         f"building {spec.num_train_scenes} procedural training scenes{source} (seed {spec.seed}) ..."
@@ -202,23 +257,23 @@ def check_policy_rate(task: DrivingTaskConfig, physics_hz: float) -> None:
     policy_steps(physics_hz, hz, f"the checkpoint's {hz:g} Hz policy")
 
 
-def agents_left_out(
-    scenes: list[Scene], k: int, source: Path | None, flag: str, replays: bool = False
-) -> int:
+def agents_left_out(scenes: Sequence[Scene], k: int, source: Path | None, flag: str) -> int:
     """Warn (one line on stderr) when scenes hold more controlled agents than the ``k`` slots of a
     world, and return how many agents are beyond them: only each scene's first ``k`` are driven and
-    scored. With ``replays`` the others replay their logs (``evaluation.human.replay_beyond``; those
-    of a scene without a log are left out), else they are all left out. ``flag`` says where ``k``
-    comes from (the checkpoint's agents per world, ``--agents``)."""
+    scored. The others are replayed from their scene's log, as replayed vehicles the driven agents
+    see and can hit (``tasks.driving.pool``; ``evaluation.human.replay_beyond`` for evaluation);
+    those of a scene without a log (procedural) are left out. ``flag`` says where ``k`` comes from
+    (the checkpoint's agents per world, ``--agents``)."""
     over = [sc for sc in scenes if sc.num_agents > k]
     if not over:
         return 0
     beyond = sum(sc.num_agents - k for sc in over)
-    replayed = sum(sc.num_agents - k for sc in over if replays and sc.log is not None)
+    replayed = sum(sc.num_agents - k for sc in over if sc.log is not None)
     most = max(sc.num_agents for sc in over)
-    fate = [f"the other {replayed} replay their logs"] if replayed else []
+    fate = [f"the other {replayed} replay their logs (replayed vehicles the driven ones see and can hit)"]
+    fate = fate if replayed else []
     if beyond - replayed:
-        fate.append(f"{beyond - replayed} agents are left out")
+        fate.append(f"{beyond - replayed} agents of scenes without a log are left out")
     warn(
         f"{len(over)} of {len(scenes)} scenes in {source} hold more controlled agents than {flag} "
         f"({k}), up to {most}: only the first {k} of each are driven and scored, {', '.join(fate)}"
@@ -227,12 +282,18 @@ def agents_left_out(
 
 
 def eval_scenes(
-    num: int, agents: int, seed: int, scenes_dir: Path | None = None, signal_cycle_s: float = 0.0
+    num: int,
+    agents: int,
+    seed: int,
+    scenes_dir: Path | None = None,
+    signal_cycle_s: float = 0.0,
+    scene_split: str = "all",
 ) -> list[Scene]:
-    """The first ``num`` scenes of ``scenes_dir``, or held-out procedural scenes (seeds from the
-    eval range, disjoint from every training seed; junctions signalled with ``signal_cycle_s``)."""
+    """The first ``num`` scenes of ``scenes_dir`` (of its ``scene_split``), or held-out procedural
+    scenes (seeds from the eval range, disjoint from every training seed; junctions signalled with
+    ``signal_cycle_s``)."""
     if scenes_dir is not None:
-        return load_scene_dir(scenes_dir)[:num]
+        return load_scene_dir(scenes_dir, scene_split)[:num]
     return procedural_scenes("eval", num, agents, base_seed=seed, signal_cycle_s=signal_cycle_s)
 
 
@@ -248,12 +309,14 @@ def evaluate_checkpoint(
     dynamics_model: str | None = None,
     grounding: str | None = None,
     action_lag_steps: int = 0,
+    scene_split: str = "all",
 ) -> dict[str, Any]:
-    """Evaluate a checkpoint on ``episodes`` held-out scenes; writes ``out/metrics.json``,
-    ``metrics.md`` and a bar chart. A scene's agents beyond the checkpoint's K replay their logs
-    (``metrics["agents"]`` counts what was controlled, replayed and left out, and why). On scenes
-    from driving logs (``scenes_dir``), the logged drivers are run on the same scenes and engine
-    and their figures written beside the policy's (``metrics["human_baseline"]``, ``metrics.md``)."""
+    """Evaluate a checkpoint on ``episodes`` held-out scenes (of ``scenes_dir``: its ``scene_split``);
+    writes ``out/metrics.json``, ``metrics.md`` and a bar chart. A scene's agents beyond the
+    checkpoint's K replay their logs (``metrics["agents"]`` counts what was controlled, replayed and
+    left out, and why). On scenes from driving logs (``scenes_dir``), the logged drivers are run on
+    the same scenes and engine and their figures written beside the policy's
+    (``metrics["human_baseline"]``, ``metrics.md``)."""
     if episodes < 1:
         raise UserError(f"--episodes must be a positive integer, got {episodes}")
     policy = load_policy(checkpoint)
@@ -261,9 +324,9 @@ def evaluate_checkpoint(
     check_policy_rate(task, physics_hz)
     if scenes_dir is None:
         console.print(f"building {episodes} held-out procedural scenes (seed {seed}) ...")
-    scenes = eval_scenes(episodes, task.agents_per_world, seed, scenes_dir, signal_cycle(task))
+    scenes = eval_scenes(episodes, task.agents_per_world, seed, scenes_dir, signal_cycle(task), scene_split)
     k = task.agents_per_world
-    left_out = agents_left_out(scenes, k, scenes_dir, "the checkpoint's agents per world", replays=True)
+    left_out = agents_left_out(scenes, k, scenes_dir, "the checkpoint's agents per world")
     fitted = [replay_beyond(sc, k) for sc in scenes]
     t0 = time.perf_counter()
     with _progress() as bar:
@@ -291,7 +354,7 @@ def evaluate_checkpoint(
             "trained_on": policy.meta.get("engine"),
             "trained_iterations": policy.meta.get("iteration"),
             "seed": seed,
-            "scene_split": "eval" if scenes_dir is None else f"dir:{scenes_dir}",
+            "scene_split": scene_source(scenes_dir, scene_split, procedural="eval"),
             "agents_per_world": task.agents_per_world,
             "agents_left_out": left_out,
             "agents": agent_counts(scenes, k),
@@ -331,13 +394,15 @@ def render(
     panels: int = 4,
     physics_hz: float = DEFAULT_PHYSICS_HZ,
     scenes_dir: Path | None = None,
-    agents: int = 8,
+    agents: int | str = 8,
     dynamics_model: str | None = None,
     grounding: str | None = None,
     action_lag_steps: int = 0,
+    scene_split: str = "all",
 ) -> Path:
     """Top-down GIF of the policy on ``panels`` held-out scenes (one of each kind first); with no
-    checkpoint, the scenes' logged drivers (expert actions) drive, to check a converted scene."""
+    checkpoint, the scenes' logged drivers (expert actions) drive, to check a converted scene
+    (``agents`` per world, or ``"auto"``: chosen from the scenes shown, :func:`resolve_agents`)."""
     if not 1 <= panels <= 4:
         raise UserError(f"--panels must be between 1 and 4, got {panels}")
     if out.suffix.lower() != ".gif":
@@ -347,9 +412,10 @@ def render(
 
         if scenes_dir is None:
             raise UserError("render drive needs --checkpoint PATH, or --policy expert with --scenes DIR")
-        task = DrivingTaskConfig(agents_per_world=agents)
-        scenes = eval_scenes(panels, agents, seed, scenes_dir)
-        agents_left_out(scenes, agents, scenes_dir, "--agents")
+        scenes = eval_scenes(panels, 1, seed, scenes_dir, scene_split=scene_split)
+        k = resolve_agents(agents, scenes, scenes_dir)
+        task = DrivingTaskConfig(agents_per_world=k)
+        agents_left_out(scenes, k, scenes_dir, "--agents")
         records = record_episodes(
             EXPERT,
             task,
@@ -365,7 +431,8 @@ def render(
         policy = load_policy(checkpoint)
         check_policy_rate(policy.task_cfg, physics_hz)
         k = policy.task_cfg.agents_per_world
-        scenes = eval_scenes(panels, k, seed + RENDER_SEED_OFFSET, scenes_dir, signal_cycle(policy.task_cfg))
+        cycle = signal_cycle(policy.task_cfg)
+        scenes = eval_scenes(panels, k, seed + RENDER_SEED_OFFSET, scenes_dir, cycle, scene_split)
         agents_left_out(scenes, k, scenes_dir, "the checkpoint's agents per world")
         records = record_episodes(
             policy.act,
@@ -385,7 +452,7 @@ def render(
 def bench(
     engine: str,
     worlds: int,
-    agents: int,
+    agents: int | str,
     baseline: bool,
     steps: int,
     out: Path,
@@ -395,21 +462,41 @@ def bench(
     dynamics_model: str | None = None,
     grounding: str | None = None,
     action_lag_steps: int = 0,
+    scenes_dir: Path | None = None,
+    min_active_fraction: float = 0.0,
+    warmup: int = 5,
+    scene_split: str = "all",
 ) -> dict:
-    """Run the CASPS benchmark and write its JSON."""
-    for name, v in (("worlds", worlds), ("agents", agents), ("steps", steps)):
+    """Run the CASPS benchmark and write its JSON: on procedural scenes, or on the scenes of
+    ``scenes_dir`` (``--agents auto`` chooses K from them, :func:`resolve_agents`)."""
+    scenes = load_scene_dir(scenes_dir, scene_split) if scenes_dir is not None else None
+    auto = agents == AUTO
+    k = resolve_agents(agents, scenes or [], scenes_dir)
+    for name, v in (("worlds", worlds), ("agents", k), ("steps", steps)):
         if v < 1:
             raise UserError(f"--{name} must be a positive integer, got {v}")
+    if scenes is not None:
+        logs = {sc.log.dt_s for sc in scenes if sc.log is not None}
+        logs |= {sc.replay.dt_s for sc in scenes if sc.replay is not None}
+        if any(abs(dt * policy_hz - 1.0) > 1e-6 for dt in logs):
+            hz = ", ".join(f"{1 / dt:g}" for dt in sorted(logs))
+            raise UserError(
+                f"--policy-hz {policy_hz:g}: the logs of the scenes in {scenes_dir} run at {hz} Hz; "
+                "expected the same policy rate"
+            )
+        agents_left_out(scenes, k, scenes_dir, "--agents")
+    where = "procedural scenes" if scenes_dir is None else f"the {len(scenes or [])} scenes of {scenes_dir}"
     console.print(
-        f"bench drive ({engine}{', baseline' if baseline else ''}): {worlds} worlds x {agents} agents, "
-        f"timing {steps} steps after a warm-up ..."
+        f"bench drive ({engine}{', baseline' if baseline else ''}): {worlds} worlds x {k} agents on "
+        f"{where}, timing {steps} steps after {warmup} warm-up steps ..."
     )
     result = bench_drive(
         engine,
         worlds,
-        agents,
+        k,
         baseline=baseline,
         steps=steps,
+        warmup=warmup,
         seed=seed,
         num_scenes=BENCH_SCENES,
         physics_hz=physics_hz,
@@ -417,7 +504,13 @@ def bench(
         dynamics_model=dynamics_model,
         grounding=grounding,
         action_lag_steps=action_lag_steps,
+        scenes=scenes,
+        scene_source=scene_source(scenes_dir, scene_split),
+        min_active_fraction=min_active_fraction,
     )
+    result["agents_auto"] = auto
+    if auto:
+        result["agents_auto_min_fill"] = DEFAULT_MIN_FILL
     write_json(out, result)
     return result
 
@@ -503,24 +596,27 @@ def evaluate_expert(
     scenes_dir: Path | None,
     engine: str,
     episodes: int,
-    agents: int | None,
+    agents: int | str | None,
     out: Path,
     physics_hz: float,
+    scene_split: str = "all",
 ) -> dict[str, Any]:
     """Drive the scenes' logged agents closed loop (the human baseline, ``evaluation.human``);
     writes ``metrics.json`` (goal reach, collision, off-road, ..., ``log_divergence_m``: how far the
     engine's drivers drift from their logs, and ``agents``: what was controlled, replayed and left
     out, and why) and ``metrics.md``. ``agents`` (K) defaults to the most controlled agents of any
-    scene, so that none is left out; a smaller one is said, and the agents beyond it replay."""
+    scene, so that none is left out (``"auto"``: chosen from the scenes' agent counts,
+    :func:`resolve_agents`); a smaller one is said, and the agents beyond it replay."""
     if scenes_dir is None:
         raise UserError("--policy expert needs --scenes DIR (scenes converted from driving logs)")
-    scenes = load_scene_dir(scenes_dir)[:episodes]
+    scenes = load_scene_dir(scenes_dir, scene_split)[:episodes]
     if not any(sc.log is not None for sc in scenes):
         raise UserError(
             f"no scene in {scenes_dir} carries a driving log: nothing for --policy expert to replay"
         )
-    k = agents if agents is not None else max(1, max(sc.num_agents for sc in scenes))
-    agents_left_out(scenes, k, scenes_dir, "--agents", replays=True)
+    most = max(1, max(sc.num_agents for sc in scenes))
+    k = resolve_agents(agents, scenes, scenes_dir) if agents is not None else most
+    agents_left_out(scenes, k, scenes_dir, "--agents")
     task = DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=k)
     metrics = human_baseline(task, [replay_beyond(sc, k) for sc in scenes], engine, physics_hz=physics_hz)
     counts = agent_counts(scenes, k)
@@ -528,7 +624,7 @@ def evaluate_expert(
         {
             "engine": engine,
             "physics_hz": physics_hz if engine != "kinematic" else None,
-            "scene_split": f"dir:{scenes_dir}",
+            "scene_split": scene_source(scenes_dir, scene_split),
             "agents_per_world": k,
             "agents": counts,
         }
@@ -541,9 +637,16 @@ def evaluate_expert(
 
 
 def convert(
-    inputs: list[str], out: Path, formats: str, workers: int, max_agents: int, ray_address: str | None = None
+    inputs: list[str],
+    out: Path,
+    formats: str,
+    workers: int,
+    max_agents: int,
+    ray_address: str | None = None,
+    eval_fraction: float = 0.1,
 ) -> dict[str, Any]:
-    """``scenefactory convert``: WOMD shards → scene files, with a progress bar over shards.
+    """``scenefactory convert``: WOMD shards → scene files, with a progress bar over shards; each
+    scene goes to the eval split with probability ``eval_fraction``, by its scenario id.
 
     Raises ``UserError`` before converting anything for bad arguments, and
     :class:`~scenefactory.scenes.womd.batch.ConvertInterrupted` on SIGINT/SIGTERM once the workers
@@ -566,7 +669,17 @@ def convert(
             done[2] += len(rep["errors"])
             bar.update(job, completed=done[0], info=f"{done[1]} scenes, {done[2]} errors")
 
-        return convert_files(files, out, fmts, workers, max_agents, on_shard, ray_address)
+        return convert_files(
+            files,
+            out,
+            fmts,
+            workers,
+            max_agents,
+            on_shard,
+            ray_address,
+            eval_fraction,
+            prepare_scene=warm_road_cache if "json" in fmts else None,
+        )
 
 
 def collect(args: Any) -> dict[str, Any]:
@@ -594,12 +707,13 @@ def collect(args: Any) -> dict[str, Any]:
         )
 
 
-def collect_logs(scenes_dir: Path, out: Path) -> dict[str, Any]:
+def collect_logs(scenes_dir: Path, out: Path, scene_split: str = "all") -> dict[str, Any]:
     """``scenefactory collect logs``: converted scenes' logged trajectories as a transition dataset
     (see ``grounding.log_dataset``)."""
     from scenefactory.grounding.log_dataset import write_log_dataset
 
-    return write_log_dataset(load_scene_dir(scenes_dir), out, source=str(scenes_dir))
+    source = str(scenes_dir) + ("" if scene_split == "all" else f" split={scene_split}")
+    return write_log_dataset(load_scene_dir(scenes_dir, scene_split), out, source=source)
 
 
 def fit_dynamics_cmd(

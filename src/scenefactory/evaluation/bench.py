@@ -2,10 +2,22 @@
 
 CASPS = policy steps × controlled agents / wall second, where one step is the whole loop a learner
 runs: batched policy inference (an rsl-rl actor of the training architecture), actions through the
-engine, geometry, rewards, terminations, partial resets and observations. Controlled agents are
-the valid agent slots of the worlds (finished agents waiting for their world to reset count, as
-they do in SceneFactory's figure, which is read during training); ``active_fraction`` says how
-many of those were still driving.
+engine, geometry, rewards, terminations, partial resets and observations. ``casps`` counts every
+agent slot of the W × K worlds (padding and finished agents waiting for their world to reset
+included, as SceneFactory's figure, which is read during training, does); the honest figures are
+beside it:
+
+- ``active_casps``: active agent-steps (agents still driving their episode) per wall second;
+- ``active_slot_fraction`` = active agent-steps / (W · K · steps) = ``active_casps / casps``;
+- ``valid_slot_fraction``: slots holding an agent of the scene (finished or not) / (W · K · steps);
+  ``active_fraction_of_valid_slots`` = active agent-steps / valid slot-steps;
+- ``agent_episodes_ended`` / ``agent_episodes_timed_out`` (vectorized runs): agent-episodes that
+  ended during the timed steps, and how many of them as time-outs (the time limit, or survivors
+  cut short by the reset policy ``min_active_fraction``: the price of the busier worlds).
+
+On a scene folder (``scenes``) the result also describes the scenes: agents per scene (the
+distribution), how many are controlled and replayed with K slots, the mean initial fill of a world
+(``tasks.driving.slots``), and road points per scene (mean, max).
 
 ``baseline=True`` runs the non-vectorized reference on the same engine, scenes and time step: the
 worlds are separate single-world environments stepped one after another in a Python loop, and
@@ -18,6 +30,8 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,9 +40,11 @@ import torch
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.rl.ppo import PPOConfig, build_actor
 from scenefactory.scenes.library import procedural_scenes
+from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
-from scenefactory.tasks.driving.pool import build_pool
+from scenefactory.tasks.driving.pool import beyond_slots, build_pool, road_points
+from scenefactory.tasks.driving.slots import initial_fill
 
 
 def machine_info() -> dict[str, Any]:
@@ -57,10 +73,25 @@ def bench_drive(
     dynamics_model: str | None = None,
     grounding: str | None = None,
     action_lag_steps: int = 0,
+    scenes: Sequence[Scene] | None = None,
+    scene_source: str = "procedural",
+    min_active_fraction: float = 0.0,
 ) -> dict[str, Any]:
-    """Measure CASPS; returns the JSON-ready result (see the module docstring)."""
-    task = DrivingTaskConfig(num_worlds=worlds, agents_per_world=agents, dt_s=1.0 / policy_hz)
-    scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
+    """Measure CASPS; returns the JSON-ready result (see the module docstring). ``scenes`` (e.g. a
+    converted folder, named by ``scene_source``) replace the ``num_scenes`` procedural ones;
+    ``min_active_fraction`` is the task's reset policy (``DrivingTaskConfig``)."""
+    task = DrivingTaskConfig(
+        num_worlds=worlds,
+        agents_per_world=agents,
+        dt_s=1.0 / policy_hz,
+        min_active_fraction=min_active_fraction,
+    )
+    if scenes is None:
+        scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
+        scene_info: dict[str, Any] = {}
+    else:
+        scenes = list(scenes)
+        scene_info = describe_scenes(scenes, agents, task.observations.road_point_spacing_m)
     torch.manual_seed(seed)
     run = _bench_baseline if baseline else _bench_vectorized
     result = run(
@@ -73,6 +104,7 @@ def bench_drive(
             "agents_per_world": agents,
             "baseline": baseline,
             "steps": steps,
+            "warmup": warmup,
             "dt_s": task.dt_s,
             "policy_hz": policy_hz,
             "physics_hz": physics_hz if engine == "mujoco" else None,
@@ -80,11 +112,35 @@ def bench_drive(
             "grounding": grounding if engine == "grounded" else None,
             "action_lag_steps": action_lag_steps,
             "seed": seed,
-            "num_scenes": num_scenes,
+            "num_scenes": len(scenes),
+            "scene_source": scene_source,
+            "min_active_fraction": min_active_fraction,
+            **scene_info,
             "machine": machine_info(),
         }
     )
     return result
+
+
+def describe_scenes(scenes: Sequence[Scene], k: int, spacing_m: float) -> dict[str, Any]:
+    """What a scene folder holds for worlds of ``k`` agents (module docstring)."""
+    counts = [sc.num_agents for sc in scenes]
+    points = [len(road_points(sc, spacing_m)[0]) for sc in scenes]
+    return {
+        "agents_per_scene": {
+            "min": min(counts),
+            "mean": sum(counts) / len(counts),
+            "max": max(counts),
+            "histogram": {str(n): c for n, c in sorted(Counter(counts).items())},
+        },
+        "initial_fill": initial_fill(counts, k),
+        "agents_controlled": sum(int(sc.agent_valid[:k].sum()) for sc in scenes),
+        "agents_replayed_beyond_k": sum(len(beyond_slots(sc, k)) for sc in scenes),
+        "agents_left_out_beyond_k": sum(
+            int(sc.agent_valid[k:].sum()) for sc in scenes if not len(beyond_slots(sc, k))
+        ),
+        "road_points_per_scene": {"mean": sum(points) / len(points), "max": max(points)},
+    }
 
 
 def _bench_vectorized(
@@ -115,7 +171,8 @@ def _bench_vectorized(
     n = env.num_worlds * env.agents_per_world
     obs = env.observations()
     active = 0
-    slots = 0
+    valid = 0
+    ended = torch.zeros(2, dtype=torch.long)  # agent-episodes ended, of which time-outs
     with torch.inference_mode():
         for i in range(warmup + steps):
             if i == warmup:
@@ -126,14 +183,12 @@ def _bench_vectorized(
             obs = res.obs
             if i >= warmup:
                 active += int(res.was_active.sum())
-                slots += int(env.engine.state().valid.sum())
+                valid += int(env.engine.state().valid.sum())
+                ended += torch.stack((res.done.sum(), res.time_out.sum()))
         wall = time.perf_counter() - t0
-    return {
-        "casps": slots / wall,
-        "active_casps": active / wall,
-        "active_fraction": active / max(slots, 1),
-        "wall_s": wall,
-    }
+    out = _figures(active, valid, n * steps, wall)
+    out["agent_episodes_ended"], out["agent_episodes_timed_out"] = (int(x) for x in ended)
+    return out
 
 
 def _bench_baseline(
@@ -149,8 +204,16 @@ def _bench_baseline(
     action_lag_steps: int = 0,
 ) -> dict[str, Any]:
     one = replace(task, num_worlds=1)
+    oc = task.observations
     pool = build_pool(
-        scenes, task.agents_per_world, task.observations.road_point_spacing_m, torch.device("cpu")
+        scenes,
+        task.agents_per_world,
+        oc.road_point_spacing_m,
+        torch.device("cpu"),
+        task.vehicle,
+        task.dt_s,
+        num_road_points=oc.num_road_points,
+        road_point_range_m=oc.road_point_range_m,
     )
     envs = [
         DrivingEnv(
@@ -171,7 +234,7 @@ def _bench_baseline(
 
     k = task.agents_per_world
     active = 0
-    slots = 0
+    valid = 0
     with torch.inference_mode():
         for i in range(warmup + steps):
             if i == warmup:
@@ -186,11 +249,20 @@ def _bench_baseline(
                 res = env.step(torch.tensor([per_agent], dtype=torch.float32))
                 if i >= warmup:
                     active += int(res.was_active.sum())
-                    slots += int(env.engine.state().valid.sum())
+                    valid += int(env.engine.state().valid.sum())
         wall = time.perf_counter() - t0
+    return _figures(active, valid, task.num_worlds * k * steps, wall)
+
+
+def _figures(active: int, valid: int, slots: int, wall: float) -> dict[str, Any]:
+    """The throughput figures of the module docstring from agent-step counts over ``wall`` s."""
     return {
         "casps": slots / wall,
         "active_casps": active / wall,
-        "active_fraction": active / max(slots, 1),
+        "active_slot_fraction": active / max(slots, 1),
+        "valid_slot_fraction": valid / max(slots, 1),
+        "active_fraction_of_valid_slots": active / max(valid, 1),
+        "active_agent_steps": active,
+        "slot_steps": slots,
         "wall_s": wall,
     }
