@@ -282,3 +282,17 @@ def test_agents_auto_needs_a_scene_folder(cli_error: Callable[..., str], tmp_pat
     assert "expected 'auto' or an integer in [1, 32]" in line
     line = cli_error("train", "drive", "--min-active-fraction", "1.5", "--out", str(tmp_path / "t"))
     assert "--min-active-fraction: expected a fraction of a world's starting agents in [0, 1]" in line
+
+
+def test_training_history_reports_the_active_slot_fraction(tmp_path: Path, one_torch_thread: None) -> None:
+    # One scene of 3 agents in worlds of 4 slots: at most 3/4 of the slot-steps are decisions.
+    from scenefactory.rl.ppo import PPOConfig, Trainer, TrainSpec
+
+    scene = straight_scene([(10.0, 0.0, 0.0, 5.0), (40.0, 0.0, 0.0, 5.0), (100.0, 3.5, np.pi, 5.0)])
+    task = DrivingTaskConfig(num_worlds=2, agents_per_world=4)
+    spec = TrainSpec(task=task, ppo=PPOConfig(num_steps_per_env=8), iterations=1, num_train_scenes=0)
+    (row,) = Trainer(spec, [scene], tmp_path / "run").run()
+    assert 0.0 < row["active_slot_fraction"] <= 0.75
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    rows = history["history"] if isinstance(history, dict) else history
+    assert rows[0]["active_slot_fraction"] == row["active_slot_fraction"]

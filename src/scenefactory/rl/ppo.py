@@ -498,6 +498,9 @@ class IterationStats:
     learn_s: float
     losses: dict[str, float]
     metrics: dict[str, Any]
+    active_slot_fraction: float = float("nan")
+    """Share of the iteration's agent-slot steps that were real decisions (the rest, padding slots
+    and finished agents waiting for their world, are masked out of the update)."""
 
     def row(self) -> dict[str, Any]:
         """Flat dict for the history file and the learning curve."""
@@ -508,6 +511,7 @@ class IterationStats:
             "steps_per_s": self.fps,
             "collect_s": self.collect_s,
             "learn_s": self.learn_s,
+            "active_slot_fraction": self.active_slot_fraction,
         }
         out.update({f"loss_{k}": v for k, v in self.losses.items()})
         for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "timeout_rate", "episodes"):
@@ -795,6 +799,7 @@ class Trainer:
                     learn_s=t2 - t1,
                     losses={k: float(v) for k, v in losses.items()},
                     metrics=metrics,
+                    active_slot_fraction=float(valid.float().mean()),
                 )
                 episodes.clear()
                 finished_returns.clear()
@@ -818,6 +823,7 @@ class Trainer:
         writer.add_scalar("Loss/learning_rate", alg.learning_rate, it)
         writer.add_scalar("Policy/mean_std", float(alg.get_policy().output_std.mean().detach()), it)
         writer.add_scalar("Perf/steps_per_s", stats.fps, it)
+        writer.add_scalar("Perf/active_slot_fraction", stats.active_slot_fraction, it)
         writer.add_scalar("Train/mean_reward", stats.mean_reward, it)
         for k in ("goal_reach_rate", "collision_rate", "offroad_rate", "timeout_rate", "mean_peak_drac_mps2"):
             if k in stats.metrics:
