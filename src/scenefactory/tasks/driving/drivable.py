@@ -434,17 +434,30 @@ class GridStack:
         """Pack grids (scene id = position in ``grids``)."""
         if not grids:
             raise ValueError("GridStack needs at least one grid")
-        sizes = np.array([g.values.size for g in grids], dtype=np.int64)
+        return cls.pack([(g.origin_xy, g.resolution_m, g.values) for g in grids], device, pad_value_m)
+
+    @classmethod
+    def pack(
+        cls,
+        parts: Sequence[tuple[np.ndarray, float, np.ndarray]],
+        device: torch.device | str = "cpu",
+        pad_value_m: float = OFFROAD_PAD_M,
+    ) -> GridStack:
+        """Pack ``(origin_xy (2,), resolution_m, values (H, W))`` per scene (values of any float
+        dtype, stored as float16), filled into one preallocated array."""
+        if not parts:
+            raise ValueError("GridStack needs at least one grid")
+        sizes = np.array([v.size for _, _, v in parts], dtype=np.int64)
+        base = np.concatenate([[0], np.cumsum(sizes)])
+        values = np.empty(int(base[-1]), dtype=np.float16)
+        for (_, _, v), lo, hi in zip(parts, base[:-1], base[1:], strict=True):
+            values[lo:hi] = v.reshape(-1)
         return cls(
-            values=torch.from_numpy(
-                np.concatenate([g.values.reshape(-1) for g in grids]).astype(np.float16)
-            ).to(device),
-            base=torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]])).to(device),
-            origin_xy=torch.tensor(
-                np.stack([g.origin_xy for g in grids]), dtype=torch.float32, device=device
-            ),
-            resolution_m=torch.tensor([g.resolution_m for g in grids], dtype=torch.float32, device=device),
-            shape_hw=torch.tensor([g.values.shape for g in grids], dtype=torch.long, device=device),
+            values=torch.from_numpy(values).to(device),
+            base=torch.from_numpy(base[:-1].copy()).to(device),
+            origin_xy=torch.tensor(np.stack([o for o, _, _ in parts]), dtype=torch.float32, device=device),
+            resolution_m=torch.tensor([r for _, r, _ in parts], dtype=torch.float32, device=device),
+            shape_hw=torch.tensor([v.shape for _, _, v in parts], dtype=torch.long, device=device),
             pad_value_m=pad_value_m,
         )
 

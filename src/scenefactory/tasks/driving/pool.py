@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -51,6 +51,7 @@ from scenefactory.tasks.driving.road_cache import RoadParams, scene_roads
 from scenefactory.tasks.driving.road_index import (
     DEFAULT_CELL_M,
     RoadPointIndex,
+    SceneCells,
     roadgraph_points,
 )
 from scenefactory.tasks.driving.signals import SIGNAL, route_stops
@@ -121,14 +122,7 @@ def build_pool(
         raise ValueError("the scene pool is empty: need at least one scene")
     k = agents_per_world
     params = RoadParams(road_point_spacing_m, num_road_points, road_point_range_m, road_cell_m)
-    per_scene = [scene_roads(sc.roadgraph, params, f"scene '{sc.name}'") for sc in scenes]
-    roads = RoadPointIndex.build(
-        [(r.xy, r.feat) for r in per_scene],
-        [r.cells for r in per_scene],
-        num_road_points,
-        road_point_range_m,
-        device,
-    )
+    roads, grids = _pack_roads(scenes, params, device)
     r_max = max(sc.route_xy.shape[1] for sc in scenes)
     s_n = len(scenes)
     route_xy = np.zeros((s_n, k, r_max, 2))
@@ -159,7 +153,6 @@ def build_pool(
     route_s, route_end_s = _route_arclength(route_xy, route_valid)
     log_xy, log_valid, expert = _logs(scenes, k, vehicle or VehicleParams(), dt_s)
     replay = _replays(scenes, k, dt_s)
-    grids = GridStack.from_grids([r.grid for r in per_scene], device=device)
     return ScenePool(
         scenes=tuple(scenes),
         roads=roads,
@@ -185,6 +178,27 @@ def build_pool(
             for name, value in {**_route_stops(scenes, k), **_signal_states(scenes, dt_s)}.items()
         },
     )
+
+
+def _pack_roads(
+    scenes: Sequence[Scene], params: RoadParams, device: torch.device
+) -> tuple[RoadPointIndex, GridStack]:
+    """Every scene's road data (from the road cache) packed into the index and the grid stack. Each
+    scene's arrays are narrowed to their stored dtypes as they are read (float32 points, float16
+    features and grids, int32 cell data), so a pool of thousands of maps is never held in float64."""
+    points: list[tuple[np.ndarray, np.ndarray]] = []
+    cells: list[SceneCells] = []
+    grids: list[tuple[np.ndarray, float, np.ndarray]] = []
+    for sc in scenes:
+        r = scene_roads(sc.roadgraph, params, f"scene '{sc.name}'")
+        points.append((r.xy.astype(np.float32), r.feat.astype(np.float16)))
+        cells.append(
+            replace(r.cells, order=r.cells.order.astype(np.int32), counts=r.cells.counts.astype(np.int32))
+        )
+        grids.append((r.grid.origin_xy, r.grid.resolution_m, r.grid.values.astype(np.float16)))
+    roads = RoadPointIndex.build(points, cells, params.num_road_points, params.range_m, device)
+    del points, cells
+    return roads, GridStack.pack(grids, device)
 
 
 def _route_arclength(route_xy: np.ndarray, route_valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

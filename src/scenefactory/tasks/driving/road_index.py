@@ -15,13 +15,12 @@ row offset ``o`` (in cells) spans columns ``±ceil(h / c - 1/2)`` with ``h = sqr
 ``g = max(0, |o| - 1/2) · c`` the disc's nearest vertical distance to that row.
 Exactness: for a query ``q`` in the cell, ``|q - centre| ≤ δ``, so ``r_k(q) ≤ r_k(centre) + δ``; any
 of q's k nearest points ``x`` has ``|x - centre| ≤ r_k(q) + δ ≤ r_k(centre) + 2δ``, and any point
-within range of q lies within ``range_m + δ`` of the centre. A query reads those row runs (at
-most ``width`` points, the largest disc of the pool, and in practice the largest of the batch) instead
-of the whole map, and
-returns what the brute-force search over all points returns (up to the order of near ties). Every
-cell is indexed (the drivable field is not a true distance everywhere, so it cannot safely tell where
-no vehicle goes); positions outside the grid (beyond the drivable grid's margin) read the nearest
-border cell.
+within range of q lies within ``range_m + δ`` of the centre. A query reads those row runs (at most
+``width`` points, the largest disc of the pool; in practice the largest of its batch) instead of the
+whole map, and returns what the brute-force search over all points returns (up to the order of near
+ties; a hair of slack covers float32 rounding at cell borders). Every cell is indexed (the drivable
+field is not a true distance everywhere, so it cannot safely tell where no vehicle goes); positions
+outside the grid (beyond the drivable grid's margin) read the nearest border cell.
 """
 
 from __future__ import annotations
@@ -220,24 +219,30 @@ class RoadPointIndex:
         if point_start[-1] >= 2**31:
             raise ValueError(f"{point_start[-1]} road points: more than an int32 offset can name")
         feat_dim = points[0][1].shape[1] if points else 0
-        xy = np.concatenate([p[0][c.order] for p, c in zip(points, cells, strict=True)])
-        feat = np.concatenate([p[1][c.order] for p, c in zip(points, cells, strict=True)])
+        # Filled scene by scene into preallocated arrays: thousands of real maps must not be held
+        # twice over (the per-scene parts, then their concatenation in float64).
+        xy = np.empty((int(point_start[-1]), 2), dtype=np.float32)
+        feat = np.empty((int(point_start[-1]), feat_dim), dtype=np.float16)
+        for (p_xy, p_feat), c, lo, hi in zip(points, cells, point_start[:-1], point_start[1:], strict=True):
+            xy[lo:hi] = p_xy[c.order]
+            feat[lo:hi] = p_feat[c.order]
         n_cells = np.array([len(c.counts) for c in cells], dtype=np.int64)
-        counts = np.concatenate([c.counts for c in cells])
-        radius = np.concatenate([c.radius for c in cells])
+        cell_start = np.zeros(int(n_cells.sum()) + 1, dtype=np.int32)
+        np.cumsum(np.concatenate([c.counts for c in cells]), out=cell_start[1:])
+        radius = np.concatenate([c.radius for c in cells]).astype(np.int16, copy=False)
 
         def t(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
             return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=device)
 
         return cls(
-            xy=t(xy.astype(np.float32).reshape(-1, 2)),
-            feat=t(feat.astype(np.float16).reshape(-1, feat_dim)),
+            xy=t(xy),
+            feat=t(feat),
             point_start=t(point_start),
             origin_xy=t(np.stack([c.origin_xy for c in cells]), torch.float32),
             shape_rc=t(np.array([c.shape_rc for c in cells], dtype=np.int64)),
             cell_base=t(np.concatenate([[0], np.cumsum(n_cells)[:-1]])),
-            cell_start=t(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)),
-            radius=t(radius.astype(np.int16)),
+            cell_start=t(cell_start),
+            radius=t(radius),
             cell_m=sides.pop(),
             max_radius=-(-int(radius.max(initial=0)) // RADIUS_STEPS),
             width=max(1, max(c.width for c in cells)),
