@@ -33,6 +33,10 @@ test: lint typecheck unit
 bench: venv
 	$(PY) benchmarks/drive_throughput.py --engine kinematic
 	$(PY) benchmarks/drive_throughput.py --engine mujoco --physics-hz 120 --policy-hz 30
+	$(PY) benchmarks/real_scenes.py
+	$(VENV)/bin/scenefactory --threads 1 bench drive --scenes benchmarks/.cache/real_scenes/varied_agents/out/json \
+		--agents auto --min-active-fraction 0.5 --warmup 200 --steps 400 --out benchmarks/results/bench_drive_varied_agents.json
+	$(PY) benchmarks/scene_loading.py --scenes 10000
 
 # Regenerate the checked-in WOMD scenario protobuf code. grpcio-tools (protoc) is needed only here,
 # so it goes into its own folder inside the venv, pinned to the release whose gencode (protobuf
