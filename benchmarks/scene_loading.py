@@ -191,9 +191,7 @@ def load(scenes_dir: Path, split: str, agents: int, spacing_m: float, limit: int
 
     rss_start, now_start = _rss_mb(), _rss_now_mb()
     t0 = time.perf_counter()
-    scenes = load_scene_dir(scenes_dir, split)
-    if limit > 0:
-        scenes = scenes[:limit]
+    scenes = load_scene_dir(scenes_dir, split, limit if limit > 0 else None)
     read_s = time.perf_counter() - t0
     rss_read, now_read = _rss_mb(), _rss_now_mb()
     t0 = time.perf_counter()
@@ -378,7 +376,7 @@ def main() -> None:
     }
     if a.train_iterations > 0:  # a fresh process, so that its peak RSS is its own
         write_json(a.out, result)
-        subprocess.run([*sys.argv, "--train-only"], check=True)
+        subprocess.run([sys.executable, *sys.argv, "--train-only"], check=True)
         result = json.loads(a.out.read_text())
     write_json(a.out, result)
     print(f"-> {a.out}")

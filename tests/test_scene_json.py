@@ -118,6 +118,18 @@ def test_load_scene_dir(tmp_path: Path) -> None:
         assert_scenes_equal(a, b)
 
 
+def test_load_scene_dir_reads_only_the_first_limit(tmp_path: Path) -> None:
+    # `eval --episodes N` on a folder of thousands of scenes reads N files, not all of them: a
+    # broken file after the first N is never opened.
+    scene = make_procedural_scene("curved", 2, 3)
+    save_scene(scene, tmp_path / "00_first.json")
+    (tmp_path / "01_broken.json").write_text("{ not json")
+    (loaded,) = load_scene_dir(tmp_path, limit=1)
+    assert_scenes_equal(scene, loaded)
+    with pytest.raises(SceneFormatError):
+        load_scene_dir(tmp_path)
+
+
 def test_load_scene_dir_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="missing_dir"):
         load_scene_dir(tmp_path / "missing_dir")

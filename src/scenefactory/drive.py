@@ -293,7 +293,7 @@ def eval_scenes(
     scenes (seeds from the eval range, disjoint from every training seed; junctions signalled with
     ``signal_cycle_s``)."""
     if scenes_dir is not None:
-        return load_scene_dir(scenes_dir, scene_split)[:num]
+        return load_scene_dir(scenes_dir, scene_split, num)
     return procedural_scenes("eval", num, agents, base_seed=seed, signal_cycle_s=signal_cycle_s)
 
 
@@ -609,7 +609,7 @@ def evaluate_expert(
     :func:`resolve_agents`); a smaller one is said, and the agents beyond it replay."""
     if scenes_dir is None:
         raise UserError("--policy expert needs --scenes DIR (scenes converted from driving logs)")
-    scenes = load_scene_dir(scenes_dir, scene_split)[:episodes]
+    scenes = load_scene_dir(scenes_dir, scene_split, episodes)
     if not any(sc.log is not None for sc in scenes):
         raise UserError(
             f"no scene in {scenes_dir} carries a driving log: nothing for --policy expert to replay"

@@ -80,8 +80,9 @@ SCENE_SPLITS: tuple[str, ...] = ("all", "train", "eval")
 """``--scene-split``: every scene of a folder, or those ``convert`` put in one split (its index)."""
 
 
-def load_scene_dir(path: str | os.PathLike[str], split: str = "all") -> list[Scene]:
-    """Every ``*.json`` scene in folder ``path``, in file-name order; with ``split`` ``"train"`` or
+def load_scene_dir(path: str | os.PathLike[str], split: str = "all", limit: int | None = None) -> list[Scene]:
+    """Every ``*.json`` scene in folder ``path`` (the first ``limit`` only, when given: the others are
+    not read), in file-name order; with ``split`` ``"train"`` or
     ``"eval"``, only the scenes ``scenefactory convert`` put in that split, as its ``index.json``
     (in ``path`` or the folder above it, e.g. ``OUT/json`` beside ``OUT/index.json``) lists them.
 
@@ -95,11 +96,11 @@ def load_scene_dir(path: str | os.PathLike[str], split: str = "all") -> list[Sce
     if not folder.is_dir():
         raise UserError(f"scene folder {str(folder)!r} does not exist or is not a folder")
     if split != "all":
-        return [load_scene(f) for f in _split_files(folder, split)]
+        return [load_scene(f) for f in _split_files(folder, split)[:limit]]
     files = sorted(folder.glob("*.json"))
     if not files:
         raise UserError(f"scene folder {str(folder)!r} holds no *.json scene files")
-    return [load_scene(f) for f in files]
+    return [load_scene(f) for f in files[:limit]]
 
 
 def _split_files(folder: Path, split: str) -> list[Path]:
