@@ -4,7 +4,7 @@ Shapes (S scenes, K agents per world, P road points, R route points):
 
 - ``roads``       the road-graph sample points of every scene, packed (memory grows with the total
   number of points), with the spatial index that answers the road observation's k-nearest query
-  from one cell's candidate list (:mod:`~scenefactory.tasks.driving.road_index`); per point
+  from the points of one disc of cells (:mod:`~scenefactory.tasks.driving.road_index`); per point
   ``xy`` [m] and ``feat`` (5): tangent (dx, dy) and a one-hot of
   :class:`~scenefactory.scenes.roadgraph.PointType`.
 - ``route_xy``    (S, K, R, 2) per-agent route polylines; ``route_valid`` (S, K, R).
@@ -64,7 +64,7 @@ def road_points(scene: Scene, spacing_m: float) -> tuple[np.ndarray, np.ndarray]
 
 @dataclass(frozen=True)
 class ScenePool:
-    """Padded tensors of a list of scenes (see the module docstring)."""
+    """Tensors of a list of scenes: road data packed, per-agent arrays padded to K (module docstring)."""
 
     scenes: tuple[Scene, ...]
     roads: RoadPointIndex
