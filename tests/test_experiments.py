@@ -17,6 +17,7 @@ from scenefactory.errors import UserError
 from scenefactory.experiments import EXPERIMENTS, ExperimentArgs, Sizes, get_experiment
 from scenefactory.experiments.base import policies
 from scenefactory.experiments.log_grounding import log_divergence
+from scenefactory.experiments.report import fmt_diff
 from scenefactory.rl.ppo import PPOConfig, TrainSpec
 from scenefactory.tasks.driving.config import DrivingTaskConfig, ObservationConfig
 
@@ -187,7 +188,12 @@ def test_wet_road_end_to_end(tmp_path: Path, tiny_policies: dict[str, Path]) -> 
     argv = ["experiment", "wet-road", "--checkpoint", given[0], "--checkpoint", given[1], "--episodes", "1"]
     assert main([*argv, "--out", str(out)]) == 0
     doc = json.loads((out / "results.json").read_text())
-    assert (out / "wet_road.png").is_file() and "58.7" in (out / "report.md").read_text()
+    assert (out / "wet_road.png").is_file()
+    # The report shows the measured differences (not only the template's reference figures).
+    report = (out / "report.md").read_text()
+    for road in ("wet", "heavy_rain"):
+        measured = doc["results"]["aware_minus_unaware"][road]["mean_peak_drac_mps2"]
+        assert fmt_diff(measured, 2) in report
     cells = doc["results"]["cells"]
     assert {c["road"] for c in cells.values()} == {"wet", "heavy_rain"}
     assert all(math.isfinite(c["mean_peak_drac_mps2"]) for c in cells.values())

@@ -53,8 +53,12 @@ def test_pd_torque_saturates_at_the_motor_limits() -> None:
     q = go1.default_joint_pos()
     tau = go1.pd_torque(q + 10.0, q, np.zeros(12), 35.0, 0.5)
     np.testing.assert_allclose(tau, go1.torque_limits())
-    half = go1.pd_torque(q, q, np.zeros(12), 35.0, 0.5, strength=0.5)
-    np.testing.assert_allclose(half, 0.0)
+    # Below saturation the motor strength scales the PD torque: a 0.1 rad error at kp 35 asks for
+    # 3.5 N·m (well under every limit), 1.75 N·m at half strength, and the damping term scales too.
+    full = go1.pd_torque(q + 0.1, q, np.full(12, 1.0), 35.0, 0.5)
+    half = go1.pd_torque(q + 0.1, q, np.full(12, 1.0), 35.0, 0.5, strength=0.5)
+    np.testing.assert_allclose(full, 3.5 - 0.5)
+    np.testing.assert_allclose(half, 0.5 * (3.5 - 0.5))
 
 
 def test_stands_stable_under_pd_at_the_home_pose(model: mujoco.MjModel) -> None:
