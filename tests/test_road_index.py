@@ -55,12 +55,13 @@ def _check(pool, scene: int, q: torch.Tensor, k: int, range_m: float) -> None:
 def test_index_matches_brute_force_on_procedural_scenes(kind_seed: int) -> None:
     scenes = procedural_scenes("train", 3, 4, base_seed=kind_seed)
     pool = build_pool(scenes, 4, 3.0, torch.device("cpu"))
+    biggest = int((pool.roads.point_start[1:] - pool.roads.point_start[:-1]).max())
     for s in range(len(scenes)):
         q = _on_road_queries(pool, s, 400, seed=s)
         _check(pool, s, q, 24, 50.0)
-    # A query is read from one cell: the longest list is far shorter than the map.
-    biggest = int((pool.roads.point_start[1:] - pool.roads.point_start[:-1]).max())
-    assert pool.roads.width < biggest
+        # A query reads one disc of cells: far fewer points than the map holds.
+        ids, _ = pool.roads.candidates(torch.tensor([s]), q[None])
+        assert ids.shape[-1] < biggest
 
 
 def test_packed_points_scale_with_the_total_not_the_largest_map() -> None:

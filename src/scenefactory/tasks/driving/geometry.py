@@ -295,6 +295,20 @@ def pairwise_ttc_drac(
     return ttc_s, _symmetric_fill(drac, i, j, k, 0.0).reshape(*batch, k, k)
 
 
+def smallest_k(dist2: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``k`` smallest of squared distances ``[..., P]`` (``+inf`` = no candidate), nearest first:
+    ``(pos [..., k] int64, dist [..., k] m, valid [..., k] bool)``. Slots past the finite ones (also
+    when ``k > P``) have ``valid = False``, ``pos = 0`` (safe to gather with) and ``dist = +inf``."""
+    kk = min(k, dist2.shape[-1])
+    d2, pos = torch.topk(dist2, kk, dim=-1, largest=False, sorted=True)
+    if kk < k:
+        pad = (*d2.shape[:-1], k - kk)
+        d2 = torch.cat((d2, d2.new_full(pad, torch.inf)), dim=-1)
+        pos = torch.cat((pos, pos.new_zeros(pad)), dim=-1)
+    valid = torch.isfinite(d2)
+    return torch.where(valid, pos, 0), torch.sqrt(d2), valid
+
+
 def nearest_k(
     query_xy: torch.Tensor, points_xy: torch.Tensor, points_valid: torch.Tensor, k: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -314,14 +328,7 @@ def nearest_k(
     dy = query_xy[..., :, None, 1] - points_xy[..., None, :, 1]
     invalid = torch.where(points_valid, 0.0, torch.inf).to(dx.dtype)[..., None, :]  # [W, 1, P]
     dist2 = dx.mul_(dx).addcmul_(dy, dy).add_(invalid)
-    kk = min(k, dist2.shape[-1])
-    d2, idx = torch.topk(dist2, kk, dim=-1, largest=False, sorted=True)
-    if kk < k:
-        pad = (*d2.shape[:-1], k - kk)
-        d2 = torch.cat((d2, d2.new_full(pad, torch.inf)), dim=-1)
-        idx = torch.cat((idx, idx.new_zeros(pad)), dim=-1)
-    valid = torch.isfinite(d2)
-    return torch.where(valid, idx, 0), torch.sqrt(d2), valid
+    return smallest_k(dist2, k)
 
 
 def world_to_ego(xy: torch.Tensor, ego_pos: torch.Tensor, ego_yaw: torch.Tensor) -> torch.Tensor:

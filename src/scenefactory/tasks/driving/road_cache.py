@@ -134,7 +134,6 @@ def _write(path: Path, roads: SceneRoads) -> None:
                 cells_order=roads.cells.order,
                 cells_counts=roads.cells.counts,
                 cells_radius=roads.cells.radius,
-                cells_width=np.array(roads.cells.width),
             )
         os.replace(tmp, path)
     except BaseException:
@@ -157,7 +156,6 @@ def _read(path: Path) -> SceneRoads:
             order=order,
             counts=counts,
             radius=radius,
-            width=int(z["cells_width"]),
         )
     ok = (
         xy.ndim == 2

@@ -15,19 +15,19 @@ row offset ``o`` (in cells) spans columns ``±ceil(h / c - 1/2)`` with ``h = sqr
 ``g = max(0, |o| - 1/2) · c`` the disc's nearest vertical distance to that row.
 Exactness: for a query ``q`` in the cell, ``|q - centre| ≤ δ``, so ``r_k(q) ≤ r_k(centre) + δ``; any
 of q's k nearest points ``x`` has ``|x - centre| ≤ r_k(q) + δ ≤ r_k(centre) + 2δ``, and any point
-within range of q lies within ``range_m + δ`` of the centre. A query reads those row runs (at most
-``width`` points, the largest disc of the pool; in practice the largest of its batch) instead of the
-whole map, and returns what the brute-force search over all points returns (up to the order of near
-ties; a hair of slack covers float32 rounding at cell borders). Every cell is indexed (the drivable
-field is not a true distance everywhere, so it cannot safely tell where no vehicle goes); positions
-outside the grid (beyond the drivable grid's margin) read the nearest border cell.
+within range of q lies within ``range_m + δ`` of the centre. A query reads those row runs (padded to
+the largest disc of its batch) instead of the whole map, and returns what the brute-force search
+over all points returns (up to the order of near ties; a hair of slack covers float32 rounding at
+cell borders). Every cell is indexed (the drivable field is not a true distance everywhere, so it
+cannot safely tell where no vehicle goes); positions outside the grid (beyond the drivable grid's
+margin) read the nearest border cell.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -35,6 +35,7 @@ from scipy.spatial import cKDTree
 
 from scenefactory.scenes.roadgraph import PointType, RoadGraph
 from scenefactory.tasks.driving.drivable import DrivableGrid
+from scenefactory.tasks.driving.geometry import smallest_k
 
 DEFAULT_CELL_M = 3.0
 """Side of an index cell, m: smaller cells fit the search disc closer (fewer points read per query)
@@ -93,7 +94,6 @@ class SceneCells:
     order: np.ndarray  # (P,) int64 point ids sorted by cell (stable)
     counts: np.ndarray  # (rows * cols,) int64 points per cell
     radius: np.ndarray  # (rows * cols,) int16 search radius R, sixteenths of a cell (rounded up)
-    width: int  # the largest number of points of any cell's disc
 
 
 def build_scene_cells(
@@ -130,42 +130,11 @@ def build_scene_cells(
     reach = np.minimum(range_m + half_diag, r_k + 2.0 * half_diag)
     reach = np.minimum(reach, float(np.hypot(rows, cols)) * cell_m)  # never past the grid's size
     radius = np.ceil(reach * RADIUS_STEPS / cell_m).astype(np.int64)
-    cells = SceneCells(lo, (rows, cols), float(cell_m), order, counts, radius.astype(np.int16), 0)
-    return replace(cells, width=_largest_disc(cells))
+    return SceneCells(lo, (rows, cols), float(cell_m), order, counts, radius.astype(np.int16))
 
 
 RADIUS_STEPS = 16
 """Search radii are stored in sixteenths of a cell (rounded up)."""
-
-
-def _largest_disc(cells: SceneCells) -> int:
-    """The most points of any cell's disc (clipped to the grid), from per-row prefix sums."""
-    rows, cols = cells.shape_rc
-    prefix = np.zeros((rows, cols + 1), dtype=np.int64)
-    prefix[:, 1:] = cells.counts.reshape(rows, cols).cumsum(1)
-    radius = cells.radius.astype(np.float64) / RADIUS_STEPS  # in cells
-    r_max = int(np.ceil(radius.max(initial=0.0)))
-    row = np.repeat(np.arange(rows), cols)
-    col = np.tile(np.arange(cols), rows)
-    total = np.zeros(rows * cols, dtype=np.int64)
-    for o in range(-r_max, r_max + 1):
-        reach = _column_reach(radius, o)
-        rr = row + o
-        ok = (reach >= 0) & (rr >= 0) & (rr < rows)
-        rr = np.clip(rr, 0, rows - 1)
-        c0 = np.clip(col - reach, 0, cols)
-        c1 = np.clip(col + reach + 1, 0, cols)
-        total += np.where(ok, prefix[rr, c1] - prefix[rr, c0], 0)
-    return int(total.max(initial=0))
-
-
-def _column_reach(radius: np.ndarray, offset: int) -> np.ndarray:
-    """Columns each side that a disc of ``radius`` (cells, about a cell centre) covers in the row
-    ``offset`` rows away; -1 where it misses that row."""
-    gap = max(0.0, abs(offset) - 0.5)
-    half = np.sqrt(np.maximum(radius * radius - gap * gap, 0.0))
-    reach = np.maximum(np.ceil(half - 0.5), 0).astype(np.int64)
-    return np.where(radius >= gap, reach, -1)
 
 
 @dataclass(frozen=True)
@@ -182,7 +151,6 @@ class RoadPointIndex:
         cell_start: ``(C + 1,)`` int32 offset in ``xy`` of every cell's first point (CSR).
         radius: ``(C,)`` int16 every cell's search radius, sixteenths of a cell.
         cell_m: cell side, m; ``max_radius``: the largest radius in whole cells (rounded up);
-            ``width``: the most points of any disc;
             ``k``, ``range_m``: the largest query the index is exact for.
     """
 
@@ -196,7 +164,6 @@ class RoadPointIndex:
     radius: torch.Tensor
     cell_m: float
     max_radius: int
-    width: int
     k: int
     range_m: float
 
@@ -245,7 +212,6 @@ class RoadPointIndex:
             radius=t(radius),
             cell_m=sides.pop(),
             max_radius=-(-int(radius.max(initial=0)) // RADIUS_STEPS),
-            width=max(1, max(c.width for c in cells)),
             k=k,
             range_m=float(range_m),
         )
@@ -288,7 +254,7 @@ class RoadPointIndex:
         run_start = self.cell_start[first + c0].long()
         run_len = torch.where(in_disc, self.cell_start[first + c1 + 1].long() - run_start, 0)
         cum = run_len.cumsum(-1)
-        width = max(1, int(cum[..., -1].max()))  # the batch's largest disc (<= self.width)
+        width = max(1, int(cum[..., -1].max()))  # the batch's largest disc
         j = torch.arange(width, device=query_xy.device).expand(w, a, width)
         run = torch.searchsorted(cum, j.contiguous(), right=True).clamp(max=cum.shape[-1] - 1)
         before = torch.gather(cum - run_len, -1, run)
@@ -319,13 +285,5 @@ class RoadPointIndex:
             pts = torch.zeros((*ids.shape, 2), device=query_xy.device)
         diff = pts - query_xy.unsqueeze(-2)
         d2 = diff[..., 0] * diff[..., 0] + diff[..., 1] * diff[..., 1]
-        d2 = torch.where(has, d2, torch.inf)
-        kk = min(k, d2.shape[-1])
-        d2k, pos = torch.topk(d2, kk, dim=-1, largest=False, sorted=True)
-        idk = torch.gather(ids, -1, pos)
-        if kk < k:
-            pad = (*d2k.shape[:-1], k - kk)
-            d2k = torch.cat((d2k, d2k.new_full(pad, torch.inf)), dim=-1)
-            idk = torch.cat((idk, idk.new_zeros(pad)), dim=-1)
-        valid = torch.isfinite(d2k)
-        return torch.where(valid, idk, 0), torch.sqrt(d2k), valid
+        pos, dist, valid = smallest_k(torch.where(has, d2, torch.inf), k)
+        return torch.where(valid, torch.gather(ids, -1, pos), 0), dist, valid
