@@ -21,6 +21,7 @@ demo: venv
 lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/lint-imports
 
 typecheck: venv
 	$(VENV)/bin/mypy

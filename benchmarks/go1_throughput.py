@@ -20,10 +20,10 @@ from tempfile import TemporaryDirectory
 import torch
 
 from scenefactory.evaluation.bench import machine_info
+from scenefactory.go1.config import Go1TaskConfig
+from scenefactory.go1.env import Go1Env
+from scenefactory.go1.train import Go1Trainer, Go1TrainSpec
 from scenefactory.io import write_json
-from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec
-from scenefactory.tasks.locomotion.config import Go1TaskConfig
-from scenefactory.tasks.locomotion.env import Go1Env
 
 
 def env_rate(envs: int, steps: int, threads: int) -> float:

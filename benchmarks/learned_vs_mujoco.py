@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from scenefactory.dynamics.model_file import load_dynamics_model
 from scenefactory.evaluation.bench import bench_drive, machine_info
-from scenefactory.grounding.fit import load_dynamics_model
 from scenefactory.io import write_json
 
 

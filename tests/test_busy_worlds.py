@@ -25,10 +25,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scene_fixtures import straight_scene
-from scenefactory import drive
 from scenefactory.cli import main
-from scenefactory.evaluation.record import AgentStatus
 from scenefactory.evaluation.rollout import evaluate
+from scenefactory.jobs import drive
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.scenes.scene import AgentLog, Scene
 from scenefactory.scenes.scene_json import save_scene
@@ -36,6 +35,7 @@ from scenefactory.tasks.driving.config import DrivingTaskConfig, task_config_to_
 from scenefactory.tasks.driving.env import DrivingEnv, StepResult
 from scenefactory.tasks.driving.observations import NEIGHBOR_FEATURES
 from scenefactory.tasks.driving.slots import agents_per_world_for, initial_fill
+from scenefactory.tasks.driving.status import AgentStatus
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -14,7 +14,6 @@ import mujoco.batch
 import numpy as np
 import pytest
 
-from scenefactory.engines.base import VehicleParams
 from scenefactory.vehicles import (
     WHEELS,
     CarIndex,
@@ -25,6 +24,7 @@ from scenefactory.vehicles import (
     world_mjcf,
 )
 from scenefactory.vehicles.car import GRAVITY_MPS2, car_mjcf, parking_grid_xy_m
+from scenefactory.vehicles.params import VehicleParams
 
 PARAMS = CarParams()
 DT_120HZ = 1.0 / 120.0

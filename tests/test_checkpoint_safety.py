@@ -17,9 +17,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scenefactory.checkpoint import load_checkpoint, save_checkpoint, to_plain
 from scenefactory.errors import CheckpointError
 from scenefactory.io import atomic_write_bytes
-from scenefactory.rl.checkpoint import load_checkpoint, save_checkpoint, to_plain
 from scenefactory.rl.ppo import PPOConfig, Trainer, TrainSpec, load_policy
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.tasks.driving.config import DrivingTaskConfig
@@ -122,9 +122,9 @@ def test_every_command_refuses_a_malicious_checkpoint(
 def test_grounding_weights_and_dataset_shards_are_never_unpickled(tmp_path: Path) -> None:
     import numpy as np
 
+    from scenefactory.checkpoint import safe_torch_load
     from scenefactory.errors import UserError
     from scenefactory.grounding.dataset import _read_shard
-    from scenefactory.rl.checkpoint import safe_torch_load
 
     marker = tmp_path / "pwned"
     evil = _malicious(tmp_path / "weights.pt", marker)
@@ -373,8 +373,8 @@ def test_checkpoints_with_an_env_state_of_another_size_are_refused(trained: Path
 
 def test_a_killed_and_resumed_go1_run_is_bit_identical(tmp_path: Path) -> None:
     """The same for the Go1 task (randomized physics, pushes, curriculum, MuJoCo state)."""
-    from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec, go1_ppo_config
-    from scenefactory.tasks.locomotion.config import Go1TaskConfig
+    from scenefactory.go1.config import Go1TaskConfig
+    from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config
 
     ppo = replace(go1_ppo_config(), num_steps_per_env=4, save_interval=1, num_mini_batches=2)
     spec = Go1TrainSpec(task=Go1TaskConfig(num_envs=6), ppo=ppo, iterations=3, seed=5)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli import main
 from scenefactory.errors import CheckpointError
 from scenefactory.io import atomic_write_bytes
-from scenefactory.rl.checkpoint import load_checkpoint
 from scenefactory.rl.ppo import PPOConfig, TrainSpec, load_policy
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 

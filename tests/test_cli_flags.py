@@ -21,9 +21,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from scenefactory import argtypes, cli, drive, go1_jobs
-from scenefactory.argtypes import FloatRange, IntRange
+from scenefactory import bounds, cli
+from scenefactory.bounds import FloatRange, IntRange
+from scenefactory.cli import argtypes
 from scenefactory.errors import UserError
+from scenefactory.go1 import jobs as go1_jobs
+from scenefactory.jobs import drive
 
 CliError = Callable[..., str]
 
@@ -277,7 +280,7 @@ def test_places_that_cannot_be_written_are_refused_and_nothing_is_left_behind(
 @given(physics=st.floats(100, 1000), policy=st.floats(1, 1000))
 def test_a_physics_rate_must_be_a_whole_multiple_of_the_policy_rate(physics: float, policy: float) -> None:
     try:
-        n = argtypes.policy_steps(physics, policy, "--policy-hz")
+        n = bounds.policy_steps(physics, policy, "--policy-hz")
     except UserError as exc:
         assert "--physics-hz" in str(exc) and "--policy-hz" in str(exc)
         ratio = physics / policy
@@ -318,9 +321,9 @@ def test_bench_rates_are_checked_like_the_mujoco_tier(
 def test_the_lowest_physics_rate_is_the_car_models() -> None:
     from scenefactory.vehicles.car import world_mjcf
 
-    world_mjcf(1, timestep_s=1.0 / argtypes.MIN_PHYSICS_HZ)
+    world_mjcf(1, timestep_s=1.0 / bounds.MIN_PHYSICS_HZ)
     with pytest.raises(ValueError, match="timestep_s"):
-        world_mjcf(1, timestep_s=1.0 / (argtypes.MIN_PHYSICS_HZ - 1))
+        world_mjcf(1, timestep_s=1.0 / (bounds.MIN_PHYSICS_HZ - 1))
 
 
 @pytest.mark.parametrize(
@@ -415,7 +418,7 @@ def test_engine_flags_are_checked_before_the_scenes(
 def test_go1_latency_past_one_policy_period_is_refused(
     tmp_path: Path, cli_error: CliError, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from scenefactory import go1_jobs as real
+    from scenefactory.go1 import jobs as real
 
     monkeypatch.undo()  # the real go1 train, whose first step is the spec; the trainer must not start
     monkeypatch.setattr(real, "Go1Trainer", lambda *a, **k: pytest.fail("the trainer was built"))

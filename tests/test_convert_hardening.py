@@ -568,7 +568,7 @@ def test_a_signal_to_convert_ends_its_workers_and_keeps_the_index_whole(
     """The signal reaches the parent only (as ``kill PID`` does). Its workers must be gone within
     seconds, and (unless SIGKILLed) every scene file on disk must be listed in ``index.json``."""
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "scenefactory.cli", "convert", str(big_shards / "*.tfrecord")]
+    cmd = [sys.executable, "-m", "scenefactory", "convert", str(big_shards / "*.tfrecord")]
     cmd += ["--out", str(out), "--workers", str(workers)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -34,7 +34,6 @@ import pytest
 import torch
 
 from scenefactory.cli import main
-from scenefactory.evaluation.record import AgentStatus
 from scenefactory.evaluation.rollout import EXPERT, evaluate
 from scenefactory.scenes.scene import Scene
 from scenefactory.scenes.scene_json import load_scene, save_scene
@@ -56,6 +55,7 @@ from scenefactory.scenes.womd.tf_example import iter_womd_scenarios
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.geometry import box_corners
 from scenefactory.tasks.driving.road_distance import lane_signed_distance
+from scenefactory.tasks.driving.status import AgentStatus
 
 STEPS, CURRENT, DT = 91, 10, 0.1
 LENGTH, WIDTH = 4.6, 1.9

@@ -19,12 +19,9 @@ import numpy as np
 import pytest
 import torch
 
-from scenefactory.engines.base import VehicleParams, actions_to_controls
-from scenefactory.engines.kinematic import bicycle_step
-from scenefactory.errors import CheckpointError, UserError
-from scenefactory.grounding.dataset import DATASET_FORMAT, STATE_FIELDS, load_transitions
-from scenefactory.grounding.fit import build_histories, fit_dynamics, load_dynamics_model
-from scenefactory.grounding.models import (
+from scenefactory.dynamics.bicycle import bicycle_step
+from scenefactory.dynamics.model_file import load_dynamics_model
+from scenefactory.dynamics.models import (
     DynamicsModelConfig,
     ModelKind,
     apply_deltas,
@@ -33,7 +30,11 @@ from scenefactory.grounding.models import (
     make_model,
     model_kind,
 )
+from scenefactory.errors import CheckpointError, UserError
+from scenefactory.grounding.dataset import DATASET_FORMAT, STATE_FIELDS, load_transitions
+from scenefactory.grounding.fit import build_histories, fit_dynamics
 from scenefactory.io import atomic_write_bytes, write_json
+from scenefactory.vehicles.params import VehicleParams, actions_to_controls
 
 DT_S = 0.1
 PARAMS = VehicleParams()

@@ -6,11 +6,11 @@ import numpy as np
 import torch
 
 from scene_fixtures import straight_scene
-from scenefactory.evaluation.record import AgentStatus
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
+from scenefactory.tasks.driving.status import AgentStatus
 
 
 def _env(scenes: list[Scene], worlds: int = 2, agents: int = 3, **cfg: float) -> DrivingEnv:

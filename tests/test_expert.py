@@ -9,12 +9,13 @@ import pytest
 import torch
 
 from scene_fixtures import straight_scene
-from scenefactory.engines.base import VehicleParams
-from scenefactory.engines.kinematic import KinematicEngine, inverse_bicycle
+from scenefactory.dynamics.bicycle import inverse_bicycle
+from scenefactory.engines.kinematic import KinematicEngine
 from scenefactory.evaluation.rollout import EXPERT, evaluate
 from scenefactory.scenes.scene import AgentLog, Scene
 from scenefactory.scenes.scene_json import load_scene, save_scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
+from scenefactory.vehicles.params import VehicleParams
 
 
 def _logged_scene(steps: int = 40) -> Scene:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from scenefactory.engines.kinematic import wrap_angle
+from scenefactory.dynamics.bicycle import wrap_angle
 from scenefactory.tasks.driving.geometry import (
     box_corners,
     circle_cover,

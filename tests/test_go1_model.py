@@ -8,7 +8,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from scenefactory.robots import go1
+from scenefactory.go1 import robot as go1
 
 
 @pytest.fixture(scope="module")

@@ -14,17 +14,17 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from scenefactory import go1_jobs
+from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli import main
-from scenefactory.deploy.export import DeployPolicy, export_go1
-from scenefactory.deploy.robot import SIM2SIM, MujocoGo1
-from scenefactory.deploy.runner import OnnxPolicyRunner
 from scenefactory.errors import CheckpointError
-from scenefactory.evaluation import locomotion as ev
-from scenefactory.rl.checkpoint import load_checkpoint
-from scenefactory.rl.locomotion import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
-from scenefactory.robots import go1
-from scenefactory.tasks.locomotion.config import Go1TaskConfig
+from scenefactory.go1 import evaluation as ev
+from scenefactory.go1 import jobs as go1_jobs
+from scenefactory.go1 import robot as go1
+from scenefactory.go1.config import Go1TaskConfig
+from scenefactory.go1.deploy.export import DeployPolicy, export_go1
+from scenefactory.go1.deploy.robot import SIM2SIM, MujocoGo1
+from scenefactory.go1.deploy.runner import OnnxPolicyRunner
+from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 
 
 def tiny_spec(iterations: int = 2) -> Go1TrainSpec:
@@ -118,8 +118,8 @@ def test_deploy_runner_needs_no_torch(trained: Path, tmp_path: Path) -> None:
     export_go1(load_go1_policy(trained / "checkpoints" / "latest.pt"), tmp_path)
     code = (
         "import sys, numpy as np\n"
-        "from scenefactory.deploy.runner import OnnxPolicyRunner\n"
-        "from scenefactory.deploy.robot import MujocoGo1, SIM2SIM\n"
+        "from scenefactory.go1.deploy.runner import OnnxPolicyRunner\n"
+        "from scenefactory.go1.deploy.robot import MujocoGo1, SIM2SIM\n"
         f"r = OnnxPolicyRunner({str(tmp_path)!r}); robot = MujocoGo1(SIM2SIM)\n"
         "for _ in range(5): r.step(robot, np.array([0.5, 0.0, 0.0]))\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
@@ -281,7 +281,7 @@ def test_shipped_policy_is_small_and_loads() -> None:
 
 
 def test_sim2sim_verdict_ratio_or_floor(monkeypatch: pytest.MonkeyPatch) -> None:
-    from scenefactory.deploy import check
+    from scenefactory.go1.deploy import check
 
     # (training-sim error, sim-to-sim error, sim-to-sim falls) per command
     rows = [(0.04, 0.05, 0), (0.04, 0.07, 0), (0.001, 0.004, 0), (0.04, 0.05, 1)]
@@ -302,7 +302,7 @@ def test_sim2sim_verdict_ratio_or_floor(monkeypatch: pytest.MonkeyPatch) -> None
 def test_single_changes_apply_one_difference_of_the_target_each() -> None:
     from dataclasses import asdict
 
-    from scenefactory.deploy import check
+    from scenefactory.go1.deploy import check
 
     train, target = asdict(check.TRAINING_SIM), asdict(check.SIM2SIM)
     seen: set[str] = set()

@@ -13,16 +13,16 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from scenefactory import go1_jobs
+from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli import main
-from scenefactory.deploy.export import DeployPolicy, export_go1
-from scenefactory.deploy.robot import MujocoGo1
-from scenefactory.deploy.runner import OnnxPolicyRunner
 from scenefactory.errors import CheckpointError, UserError
-from scenefactory.rl.checkpoint import load_checkpoint
-from scenefactory.rl.locomotion import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
+from scenefactory.go1 import jobs as go1_jobs
+from scenefactory.go1.config import Go1TaskConfig
+from scenefactory.go1.deploy.export import DeployPolicy, export_go1
+from scenefactory.go1.deploy.robot import MujocoGo1
+from scenefactory.go1.deploy.runner import OnnxPolicyRunner
+from scenefactory.go1.train import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 from scenefactory.rl.ppo import build_actor
-from scenefactory.tasks.locomotion.config import Go1TaskConfig
 
 TEACHER = go1_jobs.SHIPPED_POLICY
 
@@ -252,7 +252,7 @@ def test_a_privileged_teacher_is_distilled_not_deployed(teacher: Path, tmp_path:
 
 
 def test_a_privileged_teacher_is_evaluated_with_its_worlds_parameters(teacher: Path, tmp_path: Path) -> None:
-    from scenefactory.evaluation import locomotion as ev
+    from scenefactory.go1 import evaluation as ev
 
     policy = load_go1_policy(teacher, privileged=True)
     assert policy.params_dim == 20
@@ -279,7 +279,7 @@ def test_a_privileged_teacher_is_evaluated_with_its_worlds_parameters(teacher: P
 
 
 def test_eval_under_a_fixed_latency_and_joint_scale(distilled: Path, tmp_path: Path) -> None:
-    from scenefactory.evaluation import locomotion as ev
+    from scenefactory.go1 import evaluation as ev
 
     policy = load_go1_policy(distilled / "checkpoints" / "latest.pt")
     cond = ev.EvalConfig(latency_ms=10.0, joint_scale=1.5)

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from scenefactory.robots import go1
-from scenefactory.robots.frames import gravity_in_body
-from scenefactory.tasks.locomotion import rewards as r
-from scenefactory.tasks.locomotion.config import (
+from scenefactory.go1 import rewards as r
+from scenefactory.go1 import robot as go1
+from scenefactory.go1.config import (
     CommandConfig,
     Go1TaskConfig,
     PushConfig,
@@ -22,9 +21,10 @@ from scenefactory.tasks.locomotion.config import (
     task_config_from_dict,
     task_config_to_dict,
 )
-from scenefactory.tasks.locomotion.env import Go1Env
-from scenefactory.tasks.locomotion.observations import CRITIC_DIM, FRAME_DIM
-from scenefactory.tasks.locomotion.state import LocoState
+from scenefactory.go1.env import Go1Env
+from scenefactory.go1.frames import gravity_in_body
+from scenefactory.go1.observations import CRITIC_DIM, FRAME_DIM
+from scenefactory.go1.state import LocoState
 
 
 def state(**kw: torch.Tensor) -> LocoState:

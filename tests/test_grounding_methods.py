@@ -28,25 +28,26 @@ import pytest
 import torch
 
 from scenefactory.cli import build_parser, main
-from scenefactory.engines import Engine, make_engine
-from scenefactory.engines.base import VehicleParams, actions_to_controls
-from scenefactory.engines.grounded import GroundedEngine
-from scenefactory.engines.kinematic import KinematicEngine, bicycle_step
-from scenefactory.engines.wrappers import LaggedEngine
-from scenefactory.errors import CheckpointError, UserError
-from scenefactory.grounding.artifact import load_grounding
-from scenefactory.grounding.correctors import ActionTransformation, Method, PhysicalBicycle, method_from_name
-from scenefactory.grounding.dataset import collect, load_transitions
-from scenefactory.grounding.engine_data import record_engine
-from scenefactory.grounding.fit import build_histories, evaluate, holdout_mask
-from scenefactory.grounding.ground import GroundConfig, GroundResult, ground, grounded_step_fn
-from scenefactory.grounding.physics import (
+from scenefactory.dynamics.artifact import load_grounding
+from scenefactory.dynamics.bicycle import bicycle_step
+from scenefactory.dynamics.correctors import ActionTransformation, Method, PhysicalBicycle, method_from_name
+from scenefactory.dynamics.physics import (
     DELAY,
     BicycleCorrection,
     DomainRanges,
     corrected_bicycle_step,
     delayed_action,
 )
+from scenefactory.engines import Engine, make_engine
+from scenefactory.engines.grounded import GroundedEngine
+from scenefactory.engines.kinematic import KinematicEngine
+from scenefactory.engines.wrappers import LaggedEngine
+from scenefactory.errors import CheckpointError, UserError
+from scenefactory.grounding.dataset import collect, load_transitions
+from scenefactory.grounding.engine_data import record_engine
+from scenefactory.grounding.fit import build_histories, evaluate, holdout_mask
+from scenefactory.grounding.ground import GroundConfig, GroundResult, ground, grounded_step_fn
+from scenefactory.vehicles.params import VehicleParams, actions_to_controls
 
 DT_S = 0.1
 CAR = VehicleParams()

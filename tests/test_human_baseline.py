@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 import torch
 
-from scenefactory import drive
 from scenefactory.cli import main
 from scenefactory.evaluation.human import agent_counts, figures_markdown, replay_beyond
 from scenefactory.evaluation.rollout import EXPERT, EXPERT_OPEN_LOOP, evaluate
+from scenefactory.jobs import drive
 from scenefactory.scenes.library import load_scene_dir
 from scenefactory.scenes.womd.convert import scenario_to_scene
 from scenefactory.scenes.womd.tfrecord import write_records

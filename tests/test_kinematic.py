@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from scenefactory.engines import make_engine
-from scenefactory.engines.base import VehicleParams, actions_to_controls
 from scenefactory.engines.kinematic import KinematicEngine
 from scenefactory.errors import UserError
+from scenefactory.vehicles.params import VehicleParams, actions_to_controls
 
 
 def _engine(w: int = 1, k: int = 1, speed: float = 0.0, dt: float = 0.1) -> KinematicEngine:

@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from scenefactory.cli import main
-from scenefactory.engines.base import VehicleParams
-from scenefactory.engines.kinematic import inverse_bicycle
+from scenefactory.dynamics.bicycle import inverse_bicycle
 from scenefactory.grounding.dataset import DATASET_FORMAT, load_transitions
 from scenefactory.grounding.fit import bicycle_step_fn, build_histories
 from scenefactory.grounding.log_dataset import log_transitions
 from scenefactory.scenes.library import load_scene_dir
 from scenefactory.scenes.womd.scenario_pb2 import Scenario, Track
 from scenefactory.scenes.womd.tfrecord import write_records
+from scenefactory.vehicles.params import VehicleParams
 from test_womd_reader import STEPS, make_scenario
 
 YAW_RATE = 0.08  # rad/s of the curving car

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import torch
 
+from scenefactory.checkpoint import load_checkpoint
 from scenefactory.errors import UserError
 from scenefactory.experiments import ExperimentArgs, Sizes
 from scenefactory.experiments import matrix as xp
 from scenefactory.experiments.accuracy import spearman
-from scenefactory.rl.checkpoint import load_checkpoint
 
 TINY = Sizes(seeds=1, train_worlds=2, train_agents=2, iterations=1, train_scenes=2, episodes=2, eval_worlds=2)
 TINY_SETTINGS = xp.MatrixSettings(budget=60, collect_worlds=2, fit_epochs=1)

@@ -11,10 +11,10 @@ import torch
 
 from scene_fixtures import straight_scene
 from scenefactory.engines.mujoco_engine import MujocoEngine
-from scenefactory.evaluation.record import AgentStatus
+from scenefactory.evaluation.vehicle import validate_vehicle
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
-from scenefactory.vehicles.validate import validate_vehicle
+from scenefactory.tasks.driving.status import AgentStatus
 
 
 def _engine(w: int = 2, k: int = 2, speed: float = 10.0) -> MujocoEngine:

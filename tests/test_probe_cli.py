@@ -30,9 +30,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scenefactory import drive
 from scenefactory.cli import main
 from scenefactory.errors import SceneFormatError, UserError
+from scenefactory.jobs import drive
 from scenefactory.scenes.library import GENERATOR_KINDS, procedural_scenes
 from scenefactory.scenes.roadgraph import RoadEdgeType, RoadLineType
 from scenefactory.scenes.scene import Scene, SignalLog, SignalState
@@ -183,9 +183,9 @@ def test_collect_drive_engine_flags_fail_before_the_progress_bar(
 def test_collect_drive_passes_the_model_through_and_the_learned_engine_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from scenefactory.dynamics.models import DynamicsModelConfig, ModelKind
     from scenefactory.grounding import dataset
     from scenefactory.grounding.fit import fit_dynamics
-    from scenefactory.grounding.models import DynamicsModelConfig, ModelKind
 
     dataset.collect(tmp_path / "data", engine="kinematic", worlds=2, agents=1, steps=30, num_scenes=2)
     fit_dynamics(tmp_path / "data", DynamicsModelConfig(kind=ModelKind.MLP), tmp_path / "fit", epochs=1)

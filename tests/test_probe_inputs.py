@@ -23,11 +23,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scenefactory import drive
 from scenefactory.cli import main
-from scenefactory.engines.base import VehicleParams
 from scenefactory.errors import UserError
 from scenefactory.grounding.dataset import DATASET_FORMAT, STATE_FIELDS, load_transitions
+from scenefactory.jobs import drive
+from scenefactory.vehicles.params import VehicleParams
 
 JSON = st.recursive(
     st.none()
@@ -559,10 +559,10 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An export folder of an untrained (tiny) feed-forward Go1 policy."""
     from dataclasses import replace
 
-    from scenefactory.deploy.export import export_go1
-    from scenefactory.rl.locomotion import Go1Policy, go1_ppo_config
+    from scenefactory.go1.config import Go1TaskConfig
+    from scenefactory.go1.deploy.export import export_go1
+    from scenefactory.go1.train import Go1Policy, go1_ppo_config
     from scenefactory.rl.ppo import build_actor
-    from scenefactory.tasks.locomotion.config import Go1TaskConfig
 
     ppo = replace(go1_ppo_config(), actor_hidden_dims=(16,))
     policy = Go1Policy(build_actor(135, ppo, num_actions=12), Go1TaskConfig(), ppo, {})
@@ -589,7 +589,7 @@ def _write_sidecar(folder: Path, side: Any) -> None:
 
 
 def test_a_good_export_opens(policy_dir: Path) -> None:
-    from scenefactory.deploy.runner import OnnxPolicyRunner
+    from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 
     runner = OnnxPolicyRunner(policy_dir)
     assert runner.control_hz == 50.0 and runner.history == 3 and not runner.recurrent
@@ -668,7 +668,7 @@ def test_a_good_export_opens(policy_dir: Path) -> None:
 def test_malformed_sidecars_are_one_line_errors(
     policy_dir: Path, edit: Callable[[dict[str, Any]], Any], expected: str, cli_error: Callable[..., str]
 ) -> None:
-    from scenefactory.deploy.runner import OnnxPolicyRunner, SidecarError
+    from scenefactory.go1.deploy.runner import OnnxPolicyRunner, SidecarError
 
     _write_sidecar(policy_dir, edit(_sidecar(policy_dir)))
     with pytest.raises(SidecarError, match=expected) as info:
@@ -682,7 +682,7 @@ def test_malformed_sidecars_are_one_line_errors(
 
 
 def test_onnx_bytes_are_checked_against_the_sidecar_then_loaded_safely(policy_dir: Path) -> None:
-    from scenefactory.deploy.runner import OnnxPolicyRunner, SidecarError
+    from scenefactory.go1.deploy.runner import OnnxPolicyRunner, SidecarError
 
     junk = np.random.default_rng(0).bytes(2000)
     (policy_dir / "go1_policy.onnx").write_bytes(junk)
@@ -703,8 +703,8 @@ def test_onnx_bytes_are_checked_against_the_sidecar_then_loaded_safely(policy_di
 def test_a_sidecar_the_simulated_robots_cannot_follow_is_refused_before_any_work(
     policy_dir: Path, edit: dict[str, Any], expected: str
 ) -> None:
-    from scenefactory.deploy import check
-    from scenefactory.deploy.runner import OnnxPolicyRunner
+    from scenefactory.go1.deploy import check
+    from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 
     _write_sidecar(policy_dir, {**_sidecar(policy_dir), **edit})
     runner = OnnxPolicyRunner(policy_dir)
@@ -735,7 +735,7 @@ SIDECAR_FIELDS = (
 def test_any_sidecar_field_value_opens_or_is_a_one_line_error(
     policy_dir: Path, exported: Path, field: str, value: Any
 ) -> None:
-    from scenefactory.deploy.runner import OnnxPolicyRunner
+    from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 
     side = _sidecar(exported)
     side[field] = value

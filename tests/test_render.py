@@ -12,7 +12,7 @@ from matplotlib.colors import to_rgb
 from PIL import Image
 
 from scenefactory.evaluation.plots import plot_learning_curve, plot_metric_bars, rolling_nanmean
-from scenefactory.evaluation.record import AgentStatus, EpisodeRecord
+from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.evaluation.render import (
     STATUS_COLORS,
     render_episodes_gif,
@@ -21,6 +21,7 @@ from scenefactory.evaluation.render import (
 )
 from scenefactory.scenes.roadgraph import RoadEdgeType, RoadGraph, RoadLineType
 from scenefactory.scenes.scene import Scene, make_scene
+from scenefactory.tasks.driving.status import AgentStatus
 
 LANE_W = 3.7
 T = 12

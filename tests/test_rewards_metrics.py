@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from scenefactory.engines.base import VehicleState
-from scenefactory.evaluation.metrics import EpisodeLog, summarize, wilson_interval
-from scenefactory.evaluation.record import AgentStatus
+from scenefactory.stats import wilson_interval
 from scenefactory.tasks.driving import rewards as r
 from scenefactory.tasks.driving.config import (
     DrivingTaskConfig,
@@ -20,6 +19,8 @@ from scenefactory.tasks.driving.config import (
 )
 from scenefactory.tasks.driving.context import StepContext
 from scenefactory.tasks.driving.env import FinishedEpisodes
+from scenefactory.tasks.driving.metrics import EpisodeLog, summarize
+from scenefactory.tasks.driving.status import AgentStatus
 
 
 def _ctx(**over: torch.Tensor) -> StepContext:

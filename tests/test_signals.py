@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from scene_fixtures import straight_scene
 from scenefactory.errors import SceneFormatError
-from scenefactory.evaluation.metrics import EpisodeLog, summarize
 from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.evaluation.render import _build_figure
 from scenefactory.evaluation.render_scene import SIGNAL_COLORS
@@ -49,6 +48,7 @@ from scenefactory.scenes.womd.scenario_pb2 import (
 from scenefactory.scenes.womd.tf_example import example_to_scenario
 from scenefactory.tasks.driving.config import DrivingTaskConfig, ObservationConfig, with_traffic_signals
 from scenefactory.tasks.driving.env import DrivingEnv
+from scenefactory.tasks.driving.metrics import EpisodeLog, summarize
 from scenefactory.tasks.driving.observations import SIGNAL_FEATURES, observation_dim
 from scenefactory.tasks.driving.signals import SIGNAL, STOP_SIGN, route_stops, stop_events
 from test_gpudrive_json import make_json_scenario

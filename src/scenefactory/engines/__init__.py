@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 import torch
 
-from scenefactory.engines.base import Engine, VehicleParams, VehicleState
+from scenefactory.engines.base import Engine, VehicleState
 from scenefactory.engines.kinematic import KinematicEngine
 from scenefactory.errors import UserError
+from scenefactory.vehicles.params import VehicleParams
 
 DEFAULT_PHYSICS_HZ = 120.0
 """Physics rate of the mujoco tier unless told otherwise; ``validate vehicle`` passes at it."""

@@ -21,14 +21,9 @@ from typing import Any
 
 import torch
 
-from scenefactory.engines.base import (
-    VehicleParams,
-    VehicleState,
-    check_actions,
-    load_tensors_state,
-    tensors_state,
-)
+from scenefactory.engines.base import VehicleState, check_actions, load_tensors_state, tensors_state
 from scenefactory.errors import UserError
+from scenefactory.vehicles.params import VehicleParams
 
 
 class GroundedEngine:
@@ -48,8 +43,8 @@ class GroundedEngine:
     ) -> None:
         """Load the artifact folder; its step and vehicle must be the task's. Domain-randomized knobs
         are drawn from a generator seeded with ``seed`` (default: the artifact's fit seed)."""
-        from scenefactory.grounding.artifact import load_grounding
-        from scenefactory.grounding.correctors import HistoryCorrection
+        from scenefactory.dynamics.artifact import load_grounding
+        from scenefactory.dynamics.correctors import HistoryCorrection
 
         self.model, self.config = load_grounding(Path(artifact))
         if not math.isclose(self.model.dt_s, dt, rel_tol=0.0, abs_tol=1e-9):

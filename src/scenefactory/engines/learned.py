@@ -15,14 +15,9 @@ from typing import Any
 
 import torch
 
-from scenefactory.engines.base import (
-    VehicleParams,
-    VehicleState,
-    check_actions,
-    load_tensors_state,
-    tensors_state,
-)
+from scenefactory.engines.base import VehicleState, check_actions, load_tensors_state, tensors_state
 from scenefactory.errors import UserError
+from scenefactory.vehicles.params import VehicleParams
 
 
 class LearnedEngine:
@@ -40,7 +35,7 @@ class LearnedEngine:
         model_path: str | Path,
     ) -> None:
         """Load the model at ``model_path``; its time step must equal the policy step ``dt``."""
-        from scenefactory.grounding.fit import load_dynamics_model
+        from scenefactory.dynamics.model_file import load_dynamics_model
 
         self.model, self.fit_metrics = load_dynamics_model(Path(model_path))
         self.model.eval()

@@ -1,7 +1,7 @@
 """The one batched MuJoCo stepper: N copies of a model in a persistent ``mujoco.batch.Batch``.
 
 Both physics users — the car engine (``engines.mujoco_engine``) and the quadruped task
-(``tasks.locomotion``) — hold their worlds in a :class:`BatchedSim`: live numpy views of the
+(``go1``) — hold their worlds in a :class:`BatchedSim`: live numpy views of the
 state (``bind``), per-world model fields for randomization (``expand``), native-thread stepping,
 and one health check that turns NaNs or MuJoCo's bad-acceleration warning into a clear error.
 """

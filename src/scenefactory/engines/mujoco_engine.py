@@ -37,15 +37,10 @@ import mujoco
 import numpy as np
 import torch
 
-from scenefactory.engines.base import (
-    VehicleParams,
-    VehicleState,
-    actions_to_controls,
-    check_actions,
-    load_tensors_state,
-)
+from scenefactory.engines.base import VehicleState, check_actions, load_tensors_state
 from scenefactory.engines.mjbatch import BatchedSim
 from scenefactory.vehicles.car import CarIndex, CarParams, ackermann_angles, drive_ctrl, world_mjcf
+from scenefactory.vehicles.params import VehicleParams, actions_to_controls
 
 BRAKE_BIAS_FRONT = 0.65
 """Share of the brake torque on the front axle: braking moves load forward, so an even split

@@ -11,7 +11,7 @@ account of which logged objects each evaluation controls, replays and leaves out
   ``scenes.womd.convert.REASONS``) plus ``beyond_agents_per_world``.
 - **Human baseline** (:func:`human_baseline`): the closed-loop logged drivers
   (:data:`~scenefactory.evaluation.rollout.EXPERT`) on those scenes, every figure of
-  :func:`~scenefactory.evaluation.metrics.summarize` (any rate another term adds flows through);
+  :func:`~scenefactory.tasks.driving.metrics.summarize` (any rate another term adds flows through);
   on converted WOMD scenes they should reach ≥ 0.97 of their goals with ≤ 0.01 collision and
   off-road on every engine, or the simulator, not the policy, is what the scores measure.
   :func:`figures_markdown` prints a policy's figures beside them.

@@ -18,9 +18,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, PercentFormatter
 
-from scenefactory.evaluation.record import AgentStatus
 from scenefactory.evaluation.render import STATUS_COLORS
 from scenefactory.io import atomic_write_bytes
+from scenefactory.tasks.driving.status import AgentStatus
 
 __all__ = ["RATE_KEYS", "plot_learning_curve", "plot_metric_bars", "rolling_nanmean"]
 

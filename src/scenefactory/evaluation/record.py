@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
 from scenefactory.scenes.scene import Scene
-
-
-class AgentStatus(IntEnum):
-    """Per-agent status at a step; an agent keeps its terminal status until its world resets."""
-
-    ACTIVE = 0
-    GOAL = 1
-    COLLISION = 2
-    OFFROAD = 3
-    TIMEOUT = 4
 
 
 @dataclass(frozen=True)

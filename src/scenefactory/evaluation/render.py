@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from PIL import Image
 
-from scenefactory.evaluation.record import AgentStatus, EpisodeRecord
+from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.evaluation.render_scene import (
     _EDGE,
     _FIG_BG,
@@ -54,6 +54,7 @@ from scenefactory.evaluation.render_scene import (
     _Panel,
 )
 from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving.status import AgentStatus
 
 __all__ = [
     "GOAL_RADIUS_M",

@@ -34,9 +34,10 @@ from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from scenefactory.evaluation.record import AgentStatus, EpisodeRecord
+from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.scenes.roadgraph import RoadEdgeType, RoadGraph, RoadLineType
 from scenefactory.scenes.scene import CAUTION_STATES, GO_STATES, STOP_STATES, SignalLog
+from scenefactory.tasks.driving.status import AgentStatus
 
 GOAL_RADIUS_M = 3.0
 """Radius of the goal circle drawn around each goal [m] (the driving task's success radius)."""

@@ -11,11 +11,12 @@ import torch
 
 from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.engines.base import Engine
-from scenefactory.evaluation.metrics import EpisodeLog, summarize
-from scenefactory.evaluation.record import AgentStatus, EpisodeRecord
+from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
+from scenefactory.tasks.driving.metrics import EpisodeLog, summarize
+from scenefactory.tasks.driving.status import AgentStatus
 
 PolicyFn = Callable[[torch.Tensor], torch.Tensor]
 """Observations (W, K, D) → actions (W, K, 2)."""
@@ -57,7 +58,7 @@ def evaluate(
     and summarize the agent-episodes.
 
     Returns ``(metrics, log)``; ``metrics`` adds ``scenes`` (world-episodes played) to
-    :func:`~scenefactory.evaluation.metrics.summarize`'s keys.
+    :func:`~scenefactory.tasks.driving.metrics.summarize`'s keys.
     """
     n = len(scenes)
     # evaluation plays each scene under its own road condition, never a randomized one, and every

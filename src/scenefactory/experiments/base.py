@@ -20,11 +20,12 @@ import torch
 from rich.console import Console
 
 from scenefactory.errors import UserError
-from scenefactory.evaluation.metrics import Z95, EpisodeLog, summarize
 from scenefactory.io import json_safe, write_json
 from scenefactory.scenes.friction import RoadCondition
 from scenefactory.scenes.scene import Scene
+from scenefactory.stats import Z95
 from scenefactory.tasks.driving.config import DrivingTaskConfig
+from scenefactory.tasks.driving.metrics import EpisodeLog, summarize
 
 if TYPE_CHECKING:
     from scenefactory.rl.ppo import TrainSpec
@@ -111,7 +112,7 @@ class ExperimentArgs:
         """``UserError`` naming the flags unless the procedural scenes of a run at ``sizes`` stay in
         their seed ranges: each trained seed ``s`` trains on scenes ``s .. s + train_scenes − 1``
         of the training range, and every evaluation plays ``--seed .. --seed + episodes − 1``."""
-        from scenefactory.argtypes import check_scene_range
+        from scenefactory.bounds import check_scene_range
 
         n = sizes.seeds - 1 + sizes.train_scenes
         check_scene_range(
@@ -288,7 +289,7 @@ def train_spec(
 ) -> Any:
     """The :class:`~scenefactory.rl.ppo.TrainSpec` of a policy trained on ``engine`` (the demo's
     task and PPO settings at ``sizes``)."""
-    from scenefactory.drive import TrainArgs, make_spec
+    from scenefactory.jobs.drive import TrainArgs, make_spec
 
     return make_spec(
         TrainArgs(

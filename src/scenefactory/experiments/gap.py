@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from scenefactory.evaluation.record import AgentStatus
 from scenefactory.tasks.driving.env import FinishedEpisodes
+from scenefactory.tasks.driving.status import AgentStatus
 
 OUTCOMES: dict[str, AgentStatus] = {
     "goal_reach_rate": AgentStatus.GOAL,

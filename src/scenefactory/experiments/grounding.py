@@ -10,7 +10,7 @@ reaches the car that many steps late, :class:`~scenefactory.engines.wrappers.Lag
    policy, the policy with action noise and smooth random driving, water films 0–5 mm drawn per
    reset on training scenes) for enough steps to leave the transition budget after the fit's
    20 % held-out episodes.
-3. Every grounding method (:class:`~scenefactory.grounding.correctors.Method`) is fitted once on
+3. Every grounding method (:class:`~scenefactory.dynamics.correctors.Method`) is fitted once on
    that data (:func:`~scenefactory.grounding.ground.ground`, at most ``budget`` target
    transitions; ``dr`` uses none), into ``out/groundings/<method>/``.
 4. One policy per method per seed is trained on its grounded engine (the kinematic bicycle plus
@@ -39,6 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from scenefactory.dynamics.correctors import Method
 from scenefactory.errors import UserError
 from scenefactory.experiments.base import (
     Experiment,
@@ -62,7 +63,6 @@ from scenefactory.experiments.report import (
     plot_intervals,
     write_report,
 )
-from scenefactory.grounding.correctors import Method
 from scenefactory.scenes.scene import Scene
 
 NAME = "grounding"
@@ -431,7 +431,7 @@ def _trained_on(kind: str, lag: int) -> str:
 
 def _oracle_transitions(paths: Sequence[Path]) -> int:
     """Target transitions (agent steps) of the oracle's training runs, from their specs."""
-    from scenefactory.rl.checkpoint import load_checkpoint
+    from scenefactory.checkpoint import load_checkpoint
 
     total = 0
     for p in paths:

@@ -42,17 +42,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from scenefactory.engines.base import Engine, VehicleParams
-from scenefactory.engines.kinematic import inverse_bicycle
+from scenefactory.dynamics.bicycle import inverse_bicycle
+from scenefactory.dynamics.correctors import Method
+from scenefactory.engines.base import Engine
 from scenefactory.errors import UserError
 from scenefactory.evaluation.human import agent_counts, describe_counts, human_baseline, replay_beyond
-from scenefactory.evaluation.metrics import mean_interval
 from scenefactory.experiments.base import Experiment, ExperimentArgs, console
 from scenefactory.experiments.report import markdown_table, metrics_table, write_report
-from scenefactory.grounding.correctors import Method
 from scenefactory.grounding.ground import GroundConfig
 from scenefactory.scenes.scene import Scene
+from scenefactory.stats import mean_interval
 from scenefactory.tasks.driving.config import DrivingTaskConfig
+from scenefactory.vehicles.params import VehicleParams
 
 NAME = "log-grounding"
 HOLDOUT_FRAC = 0.5

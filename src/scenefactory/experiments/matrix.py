@@ -138,7 +138,7 @@ def _model_info(path: Path, metrics: Mapping[str, Any], source: str) -> dict[str
 def given_models(args: ExperimentArgs) -> dict[str, dict[str, Any]]:
     """``--dynamics-model KIND=PATH`` by kind; a ``UserError`` for an unknown or repeated kind, a
     missing or foreign file, or a model of another family than its KIND."""
-    from scenefactory.grounding.fit import load_dynamics_model
+    from scenefactory.dynamics.model_file import load_dynamics_model
 
     out: dict[str, dict[str, Any]] = {}
     for kind, path in args.dynamics_models:
@@ -160,8 +160,8 @@ def given_models(args: ExperimentArgs) -> dict[str, dict[str, Any]]:
 
 def _model_of_checkpoints(paths: Sequence[Path]) -> dict[str, Any] | None:
     """The dynamics model the first given policy was trained in (its spec), if the file is there."""
-    from scenefactory.grounding.fit import load_dynamics_model
-    from scenefactory.rl.checkpoint import load_checkpoint
+    from scenefactory.checkpoint import load_checkpoint
+    from scenefactory.dynamics.model_file import load_dynamics_model
 
     model = (load_checkpoint(paths[0]).get("spec") or {}).get("dynamics_model")
     if not model or not Path(model).is_file():
@@ -175,8 +175,8 @@ def fit_models(
     """Fit each family in ``kinds`` on the transitions in ``data`` into ``out/<kind>/``. A model
     fitted by an earlier run with the same settings on the same finished collection is reused (the
     policies trained in it must keep the model they were trained in)."""
+    from scenefactory.dynamics.models import DynamicsModelConfig, model_kind
     from scenefactory.grounding.fit import fit_dynamics
-    from scenefactory.grounding.models import DynamicsModelConfig, model_kind
 
     data_stage = stage_record(data)
     fits = {}

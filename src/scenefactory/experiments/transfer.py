@@ -15,7 +15,6 @@ import time
 from functools import partial
 from typing import Any
 
-from scenefactory.evaluation.metrics import wilson_interval
 from scenefactory.experiments.base import (
     Experiment,
     ExperimentArgs,
@@ -26,6 +25,7 @@ from scenefactory.experiments.base import (
 )
 from scenefactory.experiments.report import markdown_table, write_report
 from scenefactory.io import atomic_write_text, write_json
+from scenefactory.stats import wilson_interval
 
 NAME = "transfer"
 TIERS = ("kinematic", "mujoco")
@@ -49,8 +49,8 @@ def _pool(metrics: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(args: ExperimentArgs) -> dict[str, Any]:
     """Run the experiment; writes the report folder and returns ``results.json``'s document."""
-    from scenefactory.drive import evaluate_checkpoint
     from scenefactory.evaluation.transfer import plot_transfer, transfer_table
+    from scenefactory.jobs.drive import evaluate_checkpoint
 
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)

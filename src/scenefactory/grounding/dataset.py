@@ -37,12 +37,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from scenefactory.engines.base import VehicleParams, VehicleState
+from scenefactory.engines.base import VehicleState
 from scenefactory.errors import UserError
 from scenefactory.io import atomic_write_bytes, show_value, write_json
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
+from scenefactory.vehicles.params import VehicleParams
 
 STATE_FIELDS = ("x_m", "y_m", "yaw_rad", "speed_mps", "yaw_rate_radps", "steer_rad")
 POLICY_KINDS = ("trained", "noisy", "random")

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from scenefactory.engines.base import Engine, VehicleParams
+from scenefactory.engines.base import Engine
 from scenefactory.grounding.dataset import DATASET_FORMAT, STATE_FIELDS, _OrnsteinUhlenbeck, abstract_state
 from scenefactory.io import atomic_write_bytes, write_json
+from scenefactory.vehicles.params import VehicleParams
 
 
 def record_engine(

@@ -24,28 +24,27 @@ import io
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from scenefactory.engines.base import VehicleParams, actions_to_controls
-from scenefactory.engines.kinematic import bicycle_step, wrap_angle
-from scenefactory.errors import CheckpointError, UserError
-from scenefactory.grounding.dataset import load_transitions
-from scenefactory.grounding.models import (
+from scenefactory.dynamics.bicycle import bicycle_step, wrap_angle
+from scenefactory.dynamics.model_file import MODEL_FORMAT, model_config_to_dict
+from scenefactory.dynamics.models import (
     DynamicsModel,
     DynamicsModelConfig,
     body_deltas,
     history_features,
     make_model,
-    model_kind,
 )
+from scenefactory.errors import UserError
+from scenefactory.grounding.dataset import load_transitions
 from scenefactory.io import atomic_write_bytes, write_json
+from scenefactory.vehicles.params import VehicleParams, actions_to_controls
 
-MODEL_FORMAT = "scenefactory.dynamics/1"
 ROLLOUT_STEPS = (10, 20)
 
 # (states (B, H, 6), actions (B, H, 2), friction (B,)) -> next state (B, 6), world frame
@@ -197,18 +196,6 @@ def _resolve_config(cfg: DynamicsModelConfig, meta: dict[str, Any]) -> DynamicsM
     return replace(cfg, dt_s=dt_s, vehicle=vehicle)
 
 
-def _config_to_dict(cfg: DynamicsModelConfig) -> dict[str, Any]:
-    d = asdict(cfg)
-    d["kind"] = cfg.kind.value
-    return d
-
-
-def _config_from_dict(d: dict[str, Any]) -> DynamicsModelConfig:
-    vehicle = d.get("vehicle")
-    fields = {**d, "kind": model_kind(d["kind"]), "vehicle": VehicleParams(**vehicle) if vehicle else None}
-    return DynamicsModelConfig(**fields)
-
-
 def fit_dynamics(
     data_dir: Path,
     cfg: DynamicsModelConfig,
@@ -277,7 +264,7 @@ def fit_dynamics(
             "heldout_episodes": len(np.unique(h.episode[held])),
             "train_episodes": len(np.unique(h.episode[~held])),
         },
-        "config": _config_to_dict(cfg),
+        "config": model_config_to_dict(cfg),
         "dataset": {"path": str(data_dir), "engine": meta.get("engine"), "transitions": len(h.episode)},
         "seed": seed,
     }
@@ -287,7 +274,7 @@ def fit_dynamics(
     torch.save(
         {
             "format": MODEL_FORMAT,
-            "config": _config_to_dict(cfg),
+            "config": model_config_to_dict(cfg),
             "state_dict": model.state_dict(),
             "metrics": metrics,
         },
@@ -296,32 +283,3 @@ def fit_dynamics(
     atomic_write_bytes(model_path, stream.getvalue())
     write_json(metrics_path, metrics)
     return FitResult(model=model, metrics=metrics, model_path=model_path, metrics_path=metrics_path)
-
-
-def load_dynamics_model(path: Path) -> tuple[DynamicsModel, dict[str, Any]]:
-    """A saved model (in eval mode) and its metrics; :class:`CheckpointError` if missing or foreign."""
-    if not path.is_file():
-        raise CheckpointError(
-            f"{path}: no such dynamics model file (make one with 'scenefactory fit-dynamics')"
-        )
-    from scenefactory.rl.checkpoint import require_finite_state, require_keys, safe_torch_load
-
-    blob = safe_torch_load(path)
-    if not isinstance(blob, dict) or blob.get("format") != MODEL_FORMAT:
-        found = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
-        raise CheckpointError(
-            f"{path}: format {found!r}, expected {MODEL_FORMAT!r} (a fit-dynamics model.pt)"
-        )
-    require_keys(blob, path, ("config", "state_dict", "metrics"))
-    try:
-        model = make_model(_config_from_dict(blob["config"]))
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise CheckpointError(f"{path}: field 'config' is invalid ({type(exc).__name__}: {exc})") from None
-    state = require_finite_state(blob["state_dict"], path, "state_dict")
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as exc:
-        msg = " ".join(str(exc).split())[:200]
-        raise CheckpointError(f"{path}: weights do not fit its config ({msg})") from None
-    model.eval()
-    return model, blob["metrics"]

@@ -9,7 +9,7 @@ Steps, in order:
 3. the data budget: the first ``budget`` transitions of the remaining episodes taken whole, in a
    seeded episode order, the last one cut (:func:`select_budget`); ``None`` takes them all. ``none``
    and ``dr`` use no target data (budget 0);
-4. fit the method (see :mod:`~scenefactory.grounding.correctors`): ``sysid`` by
+4. fit the method (see :mod:`~scenefactory.dynamics.correctors`): ``sysid`` by
    :func:`~scenefactory.grounding.sysid.identify`; ``markov`` and ``gat``'s forward model by the
    scaled MSE of the body-frame deltas; ``gat``'s inverse model on transitions of the plain bicycle
    started from the budget's states under their logged actions and uniform random ones
@@ -23,7 +23,7 @@ Steps, in order:
    metrics as ``fit-dynamics`` (:func:`~scenefactory.grounding.fit.evaluate`: one-step errors and
    the final position error of 10- and 20-step open-loop rollouts); domain randomization is scored
    with one draw of its knobs per transition or rollout window;
-6. write the artifact (:func:`~scenefactory.grounding.artifact.save_grounding`) and ``metrics.json``.
+6. write the artifact (:func:`~scenefactory.dynamics.artifact.save_grounding`) and ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -37,10 +37,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from scenefactory.engines.base import VehicleParams
-from scenefactory.errors import UserError
-from scenefactory.grounding.artifact import save_grounding
-from scenefactory.grounding.correctors import (
+from scenefactory.dynamics.artifact import save_grounding
+from scenefactory.dynamics.correctors import (
     ActionTransformation,
     GroundedModel,
     HistoryCorrection,
@@ -51,6 +49,9 @@ from scenefactory.grounding.correctors import (
     PhysicalBicycle,
     RandomizedBicycle,
 )
+from scenefactory.dynamics.models import DynamicsModel, body_deltas, history_features
+from scenefactory.dynamics.physics import BicycleCorrection, DomainRanges, corrected_bicycle_step
+from scenefactory.errors import UserError
 from scenefactory.grounding.dataset import load_transitions
 from scenefactory.grounding.fit import (
     Histories,
@@ -60,10 +61,9 @@ from scenefactory.grounding.fit import (
     evaluate,
     holdout_mask,
 )
-from scenefactory.grounding.models import DynamicsModel, body_deltas, history_features
-from scenefactory.grounding.physics import BicycleCorrection, DomainRanges, corrected_bicycle_step
 from scenefactory.grounding.sysid import identify
 from scenefactory.io import write_json
+from scenefactory.vehicles.params import VehicleParams
 
 Progress = Callable[[int, int, str], None]
 """``progress(done, total, info)`` during a fit."""

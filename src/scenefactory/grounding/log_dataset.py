@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from scenefactory.engines.base import VehicleParams
-from scenefactory.engines.kinematic import inverse_bicycle
+from scenefactory.dynamics.bicycle import inverse_bicycle
 from scenefactory.errors import UserError
 from scenefactory.grounding.dataset import DATASET_FORMAT, STATE_FIELDS
 from scenefactory.io import atomic_write_bytes, write_json
 from scenefactory.scenes.scene import Scene
+from scenefactory.vehicles.params import VehicleParams
 
 LOG_POLICIES = ("log",)
 KEYS = ("state", "action", "next_state", "friction", "episode", "step", "policy", "scene")

@@ -21,11 +21,8 @@ import numpy as np
 import torch
 from torch.nn.functional import softplus
 
-from scenefactory.engines.base import VehicleParams
-from scenefactory.engines.kinematic import wrap_angle
-from scenefactory.errors import UserError
-from scenefactory.grounding.fit import Histories
-from scenefactory.grounding.physics import (
+from scenefactory.dynamics.bicycle import wrap_angle
+from scenefactory.dynamics.physics import (
     ACCEL_GAIN,
     BRAKE_GAIN,
     DELAY,
@@ -36,6 +33,9 @@ from scenefactory.grounding.physics import (
     corrected_bicycle_step,
     delayed_action,
 )
+from scenefactory.errors import UserError
+from scenefactory.grounding.fit import Histories
+from scenefactory.vehicles.params import VehicleParams
 
 _UNDERSTEER_SCALE = 1e-3  # the softplus works in units of 0.001 rad·s²/m
 

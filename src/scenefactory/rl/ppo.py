@@ -32,11 +32,7 @@ from rsl_rl.env import VecEnv
 from rsl_rl.models import MLPModel, RNNModel
 from tensordict import TensorDict
 
-from scenefactory.engines import DEFAULT_PHYSICS_HZ
-from scenefactory.errors import CheckpointError, UserError, warn
-from scenefactory.evaluation.metrics import EpisodeLog, summarize
-from scenefactory.io import write_json
-from scenefactory.rl.checkpoint import (
+from scenefactory.checkpoint import (
     CHECKPOINT_FORMAT,
     LATEST,
     config_from_checkpoint,
@@ -47,10 +43,14 @@ from scenefactory.rl.checkpoint import (
     require_keys,
     save_iteration,
 )
+from scenefactory.engines import DEFAULT_PHYSICS_HZ
+from scenefactory.errors import CheckpointError, UserError, warn
+from scenefactory.io import write_json
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.tasks.driving.env import DrivingEnv, StepResult
+from scenefactory.tasks.driving.metrics import EpisodeLog, summarize
 
 ACTIVATIONS = (
     "elu",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from scenefactory.engines.base import VehicleParams
+from scenefactory.vehicles.params import VehicleParams
 
 if TYPE_CHECKING:
     from scenefactory.tasks.driving.context import StepContext

@@ -38,10 +38,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from scenefactory.dynamics.bicycle import wrap_angle
 from scenefactory.engines import DEFAULT_PHYSICS_HZ, make_engine
 from scenefactory.engines.base import Engine, VehicleState, load_tensors_state, tensors_state
-from scenefactory.engines.kinematic import wrap_angle
-from scenefactory.evaluation.record import AgentStatus
 from scenefactory.scenes.friction import friction_array
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving import observations as obs_terms
@@ -59,6 +58,7 @@ from scenefactory.tasks.driving.geometry import (
 )
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
 from scenefactory.tasks.driving.signals import StopEvents, stop_events
+from scenefactory.tasks.driving.status import AgentStatus
 
 Objects = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """``(pos_xy, yaw, vel_xy, length, width, active)`` of every object of each world, (W, M, ...)."""

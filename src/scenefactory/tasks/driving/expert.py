@@ -37,8 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from scenefactory.engines.base import VehicleParams, VehicleState
+from scenefactory.engines.base import VehicleState
 from scenefactory.scenes.scene import Scene
+from scenefactory.vehicles.params import VehicleParams
 
 K_LON = 1.0
 """Along-track gain [1/s]: the speed target gains K_LON m/s per metre of lag behind the log."""

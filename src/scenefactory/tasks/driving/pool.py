@@ -43,8 +43,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from scenefactory.engines.base import VehicleParams
-from scenefactory.engines.kinematic import inverse_bicycle
+from scenefactory.dynamics.bicycle import inverse_bicycle
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.drivable import GridStack
 from scenefactory.tasks.driving.road_cache import RoadParams, scene_roads
@@ -55,6 +54,7 @@ from scenefactory.tasks.driving.road_index import (
     roadgraph_points,
 )
 from scenefactory.tasks.driving.signals import SIGNAL, route_stops
+from scenefactory.vehicles.params import VehicleParams
 
 
 def road_points(scene: Scene, spacing_m: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,258 @@
+"""The ``go1`` task's command-line flags and dispatch (``train/eval/render/bench go1``, ``export go1``,
+``deploy go1``); ``cli`` calls :func:`add_task_parser`, :func:`add_commands` and :func:`run`.
+
+When ``--checkpoint`` is omitted, eval, render, export and deploy use the policy shipped in the
+package (``scenefactory/policies/go1_robust.pt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from scenefactory.bounds import (
+    MAX_BENCH_STEPS,
+    MAX_ENVS,
+    MAX_EPISODES,
+    MAX_HIDDEN,
+    MAX_HISTORY,
+    MAX_ITERATIONS,
+    MAX_LATENCY_MS,
+    MAX_RENDER_S,
+    MAX_RUN_S,
+    MAX_SCALE,
+    MAX_SEED,
+    MAX_WEIGHT,
+    PROBABILITY,
+    FloatRange,
+    IntRange,
+    positive,
+)
+from scenefactory.cli.argtypes import out_path
+
+SEED = IntRange(0, MAX_SEED)
+ENVS = positive(MAX_ENVS)
+EPISODES = positive(MAX_EPISODES)
+LATENCY_MS = FloatRange(0.0, MAX_LATENCY_MS, what="a latency in ms")
+SCALE = FloatRange(0.0, MAX_SCALE, what="a scale")
+WEIGHT = FloatRange(-MAX_WEIGHT, MAX_WEIGHT, what="a weight")
+
+
+def _term_weight(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected TERM=WEIGHT, e.g. action_rate=-0.03, got {text!r}")
+    try:
+        return name, WEIGHT(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"TERM=WEIGHT {name}: {exc}") from None
+
+
+def add_task_parser(command: str, tasks: Any) -> None:
+    """Add the ``go1`` task under ``command`` (train, eval, bench or render)."""
+    helps = {
+        "train": "train a Go1 velocity-tracking policy (PPO, asymmetric actor-critic)",
+        "eval": "tracking and push-recovery tables of a Go1 policy -> metrics.json",
+        "bench": "Go1 environment steps per second (physics + task, no learning)",
+        "render": "MP4 of a Go1 policy walking through a command sequence",
+    }
+    t = tasks.add_parser("go1", help=helps[command])
+    t.add_argument("--seed", type=SEED, default=0)
+    t.add_argument("--out", type=out_path, required=True)
+    if command == "train":
+        t.add_argument("--envs", type=ENVS, default=1024, help="robots simulated in parallel")
+        t.add_argument("--iterations", type=positive(MAX_ITERATIONS), default=1500)
+        t.add_argument(
+            "--no-robustness",
+            action="store_true",
+            help="train without domain randomization, pushes and sensor noise (the ablation)",
+        )
+        t.add_argument(
+            "--pure-turn-prob",
+            type=PROBABILITY,
+            default=0.0,
+            help="share of commands that turn on the spot (default 0: uniform commands)",
+        )
+        t.add_argument(
+            "--yaw-precision-weight",
+            type=FloatRange(0.0, MAX_WEIGHT, what="a weight"),
+            default=0.0,
+            help="weight of the fine yaw-tracking kernel, sigma 0.01 (default 0: off)",
+        )
+        t.add_argument(
+            "--joint-friction-dr",
+            type=SCALE,
+            nargs=2,
+            default=(1.0, 1.0),
+            metavar=("LOW", "HIGH"),
+            help="scale joint damping and dry friction by U(LOW, HIGH) per episode (default 1 1: off)",
+        )
+        t.add_argument(
+            "--latency-ms",
+            type=LATENCY_MS,
+            nargs=2,
+            default=None,
+            metavar=("LOW", "HIGH"),
+            help="action latency range drawn per episode (default 0 20)",
+        )
+        t.add_argument(
+            "--reward-weight",
+            type=_term_weight,
+            action="append",
+            default=[],
+            metavar="TERM=W",
+            help="replace a reward term's weight (repeatable), e.g. action_rate=-0.03",
+        )
+        t.add_argument(
+            "--history",
+            type=positive(MAX_HISTORY),
+            default=None,
+            help="frames stacked in the actor's observation (default 3; the exported policy follows)",
+        )
+        t.add_argument(
+            "--init-from",
+            type=Path,
+            default=None,
+            help="fine-tune: start from this Go1 training checkpoint (or a distilled student)",
+        )
+        t.add_argument(
+            "--rnn",
+            choices=("gru", "lstm"),
+            default=None,
+            help="a recurrent actor: this layer before the actor MLP (default: feed-forward)",
+        )
+        t.add_argument(
+            "--rnn-hidden", type=positive(MAX_HIDDEN), default=64, help="hidden width of --rnn (default 64)"
+        )
+        t.add_argument(
+            "--critic-warmup",
+            type=IntRange(0, MAX_ITERATIONS),
+            default=0,
+            help="first N PPO iterations train only the critic (use when --init-from gives a distilled "
+            "actor and no critic)",
+        )
+        t.add_argument(
+            "--privileged-actor",
+            action="store_true",
+            help="the actor also reads the randomized parameters: a teacher for --teacher, not deployable "
+            "(with --init-from a deployable policy, the new inputs start at zero weight)",
+        )
+        t.add_argument(
+            "--teacher",
+            type=Path,
+            default=None,
+            help="distil the actor from this Go1 policy (DAgger: the student acts, the teacher labels) "
+            "instead of PPO; fine-tune the result with --init-from",
+        )
+    elif command == "bench":
+        t.add_argument("--envs", type=ENVS, default=1024)
+        t.add_argument("--steps", type=positive(MAX_BENCH_STEPS), default=50)
+    else:
+        t.add_argument("--checkpoint", type=Path, default=None, help="policy (default: the shipped one)")
+        if command == "eval":
+            t.add_argument("--episodes", type=EPISODES, default=64, help="episodes per table row")
+            t.add_argument("--quick", action="store_true", help="short episodes, a smoke test")
+            t.add_argument(
+                "--latency-ms",
+                type=LATENCY_MS,
+                default=0.0,
+                help="action latency in every robot [ms], whole 5 ms physics steps up to 20 (default 0)",
+            )
+            t.add_argument(
+                "--joint-scale",
+                type=SCALE,
+                default=1.0,
+                help="joint damping and dry friction x this in every robot (default 1)",
+            )
+        if command == "render":
+            t.add_argument(
+                "--seconds",
+                type=FloatRange(0.1, MAX_RENDER_S, what="a length in s", note="frames are held in memory"),
+                default=16.0,
+            )
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``export go1`` and ``deploy go1``."""
+    e = sub.add_parser("export", help="export a policy for deployment (ONNX + JSON sidecar)")
+    et = e.add_subparsers(dest="task", required=True)
+    eg = et.add_parser("go1", help="ONNX with normalization and action scaling inside, plus go1_policy.json")
+    eg.add_argument("--checkpoint", type=Path, default=None, help="policy (default: the shipped one)")
+    eg.add_argument("--out", type=out_path, required=True)
+    d = sub.add_parser("deploy", help="run an exported policy on a robot interface with onnxruntime")
+    dt = d.add_subparsers(dest="task", required=True)
+    dg = dt.add_parser("go1", help="sim-to-sim check: MuJoCo configured unlike training, 50 Hz ONNX control")
+    dg.add_argument(
+        "--policy", type=Path, default=None, help="folder written by 'export go1' (default: export now)"
+    )
+    dg.add_argument("--episodes", type=EPISODES, default=8, help="runs per command")
+    dg.add_argument(
+        "--seconds",
+        type=FloatRange(0.1, MAX_RUN_S, what="a length in s"),
+        default=10.0,
+        help="length of each run",
+    )
+    dg.add_argument("--seed", type=SEED, default=0)
+    dg.add_argument(
+        "--decompose",
+        action="store_true",
+        help="also compare the training sim with each single change of the target (which one breaks it)",
+    )
+    dg.add_argument(
+        "--delay-sweep",
+        action="store_true",
+        help="also run the training sim with only an actuator delay of 5, 10, 15 and 20 ms",
+    )
+    dg.add_argument("--out", type=out_path, required=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed ``go1`` command."""
+    from scenefactory.go1 import jobs
+
+    out: dict[str, Any]
+    if args.command == "train":
+        options = jobs.RecipeOptions(
+            robust=not args.no_robustness,
+            pure_turn_prob=args.pure_turn_prob,
+            yaw_precision_weight=args.yaw_precision_weight,
+            joint_friction_scale=tuple(args.joint_friction_dr),
+            latency_ms=None if args.latency_ms is None else tuple(args.latency_ms),
+            reward_weights=tuple(args.reward_weight),
+            history=args.history,
+            init_from=args.init_from,
+            rnn=args.rnn,
+            rnn_hidden=args.rnn_hidden,
+            teacher=args.teacher,
+            critic_warmup=args.critic_warmup,
+            privileged_actor=args.privileged_actor,
+        )
+        trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)
+        print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
+        return 0
+    if args.command == "bench":
+        out = jobs.bench(args.envs, args.steps, args.seed, args.out)
+    elif args.command == "eval":
+        out = jobs.evaluate(
+            args.checkpoint,
+            args.episodes,
+            args.seed,
+            args.out,
+            quick=args.quick,
+            latency_ms=args.latency_ms,
+            joint_scale=args.joint_scale,
+        )
+        out = out["summary"]
+    elif args.command == "render":
+        out = {"video": str(jobs.render(args.checkpoint, args.seconds, args.seed, args.out))}
+    elif args.command == "export":
+        out = {k: str(v) for k, v in jobs.export(args.checkpoint, args.out).items()}
+    else:
+        out = jobs.deploy(
+            args.policy, args.episodes, args.seconds, args.seed, args.out, args.decompose, args.delay_sweep
+        )
+        out = out["summary"]
+    print(json.dumps(out))
+    return 0

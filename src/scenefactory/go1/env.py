@@ -1,0 +1,434 @@
+"""The batched Go1 velocity-tracking environment (one robot per MuJoCo world).
+
+Phases of :meth:`Go1Env.step`, in this order:
+
+1. actions → clipped → joint targets ``q* = q_home + scale·a``;
+2. due pushes kick the trunk's world-frame xy velocity (training only);
+3. ``decimation`` physics steps, each applying the saturated PD torque toward ``q*`` (toward the
+   previous step's targets for the first ``latency`` physics steps of a randomized world);
+4. read the state (:class:`~scenefactory.go1.state.LocoState`), compute the weighted
+   reward terms, falls (termination) and time-outs;
+5. command and push timers advance; commands are redrawn where due;
+6. robots that fell or timed out are reset by ids (re-randomized), then observations are made.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+
+from scenefactory.engines.mjbatch import BatchedSim
+from scenefactory.go1 import observations as obs_terms
+from scenefactory.go1 import robot as go1
+from scenefactory.go1.config import Go1TaskConfig
+from scenefactory.go1.frames import gravity_in_body
+from scenefactory.go1.randomization import Randomizer
+from scenefactory.go1.rewards import track_ang_vel_z, track_lin_vel_xy
+from scenefactory.go1.state import LocoState
+
+CONTACT_FORCE_N = 1.0
+"""Foot normal force above which a foot counts as on the ground."""
+
+
+@dataclass(frozen=True)
+class LocoStep:
+    """What :meth:`Go1Env.step` returns; ``state`` is the step's state before any reset."""
+
+    actor_obs: torch.Tensor
+    """(N, history·45) the actor's observations after resets."""
+    critic_obs: torch.Tensor
+    """(N, 45 + 28) the critic's observations after resets."""
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    """(N,) bool: fell this step."""
+    time_out: torch.Tensor
+    """(N,) bool: reached the episode length this step."""
+    state: LocoState
+    terms: dict[str, torch.Tensor]
+    """Unweighted reward terms, (N,) each."""
+
+    @property
+    def done(self) -> torch.Tensor:
+        """(N,) bool: the episode ended (fell or timed out)."""
+        return self.terminated | self.time_out
+
+
+def _t(a: np.ndarray) -> torch.Tensor:
+    return torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32)
+
+
+class Go1Env:
+    """N Go1 robots on flat ground, each in its own MuJoCo world, stepped together."""
+
+    def __init__(
+        self,
+        cfg: Go1TaskConfig,
+        seed: int = 0,
+        nthread: int | None = None,
+        randomize_episode_start: bool = False,
+    ) -> None:
+        """Build the model and batch; every robot starts at its home pose with a fresh command."""
+        self.cfg = cfg
+        self.num_envs = cfg.num_envs
+        self.num_actions = go1.NUM_JOINTS
+        self.model = mujoco.MjModel.from_xml_string(
+            go1.go1_mjcf(timestep_s=1.0 / cfg.physics_hz, with_visuals=False)
+        )
+        self.index = go1.Go1Index.from_model(self.model)
+        self.sim = BatchedSim(self.model, cfg.num_envs, nthread)
+        self._qpos, self._qvel = self.sim.bind("qpos"), self.sim.bind("qvel")
+        self._ctrl, self._sensor_view = self.sim.bind("ctrl"), self.sim.bind("sensordata")
+        self._sensordata = self._sensor_view
+        """The sensors read by the task: MuJoCo's live output, or a restored copy until the next step."""
+        self.rng = np.random.default_rng(seed)
+        self.randomizer = Randomizer(self.sim, self.index, cfg.randomization, cfg.physics_hz)
+        n, j = cfg.num_envs, go1.NUM_JOINTS
+        self.q_home = go1.default_joint_pos()
+        rng_mid = go1.joint_ranges().mean(axis=1)
+        rng_half = np.diff(go1.joint_ranges(), axis=1)[:, 0] / 2
+        self._soft_limits = _t(np.stack([rng_mid - 0.9 * rng_half, rng_mid + 0.9 * rng_half], axis=1))
+        self._home_t = _t(self.q_home)
+        self.command = np.zeros((n, 3))
+        self.actions = np.zeros((n, j))
+        self.prev_actions = np.zeros((n, j))
+        self._prev_target = np.tile(self.q_home, (n, 1))
+        self._prev_qvel = np.zeros((n, j))
+        self._torque = np.zeros((n, j))
+        self._air_time = np.zeros((n, 4))
+        self._last_contact = np.ones((n, 4), dtype=bool)
+        self.step_count = np.zeros(n, dtype=np.int64)
+        self._cmd_timer = np.zeros(n)
+        self._push_timer = np.zeros(n)
+        self._held_command: np.ndarray | None = None
+        self.lin_fraction = cfg.commands.initial_fraction
+        self.yaw_fraction = cfg.commands.initial_fraction
+        self._ep_track = np.zeros((n, 2))
+        self._ended_track: list[np.ndarray] = []
+        self._history = np.zeros((n, cfg.history, obs_terms.FRAME_DIM), dtype=np.float32)
+        self.reset(np.arange(n))
+        if randomize_episode_start:
+            self.step_count[:] = self.rng.integers(0, cfg.max_steps, n)
+
+    # ------------------------------------------------------------------------------- commands
+
+    def command_ranges(self) -> np.ndarray:
+        """(3, 2) the current curriculum's command ranges (vx, vy, yaw rate)."""
+        c = self.cfg.commands
+        lf, yf = self.lin_fraction, self.yaw_fraction
+        return np.array(
+            [
+                [lf * c.vx_mps[0], lf * c.vx_mps[1]],
+                [lf * c.vy_mps[0], lf * c.vy_mps[1]],
+                [yf * c.yaw_radps[0], yf * c.yaw_radps[1]],
+            ]
+        )
+
+    def _sample_commands(self, ids: np.ndarray) -> None:
+        if ids.size == 0:
+            return
+        if self._held_command is not None:
+            self.command[ids] = self._held_command[ids]
+            return
+        r = self.command_ranges()
+        cmd = self.rng.uniform(r[:, 0], r[:, 1], (ids.size, 3))
+        if self.cfg.commands.pure_turn_prob > 0:  # no extra draw otherwise: older runs reproduce
+            cmd[self.rng.random(ids.size) < self.cfg.commands.pure_turn_prob, :2] = 0.0
+        cmd[self.rng.random(ids.size) < self.cfg.commands.standing_prob] = 0.0
+        self.command[ids] = cmd
+        self._cmd_timer[ids] = self.cfg.commands.resample_s
+
+    def hold_commands(self, command: np.ndarray) -> None:
+        """Fix every robot's command to ``command`` (N, 3) for good (evaluation)."""
+        self._held_command = np.asarray(command, dtype=np.float64).reshape(self.num_envs, 3).copy()
+        self.command[:] = self._held_command
+
+    def update_curriculum(self) -> dict[str, float]:
+        """Widen the command ranges if the episodes that ended since the last call tracked well."""
+        c = self.cfg.commands
+        out = {"lin_fraction": self.lin_fraction, "yaw_fraction": self.yaw_fraction}
+        if not self._ended_track:
+            return out
+        track = np.concatenate(self._ended_track).mean(axis=0)
+        self._ended_track.clear()
+        if track[0] > c.advance_threshold:
+            self.lin_fraction = min(1.0, self.lin_fraction + c.step)
+        if track[1] > c.advance_threshold:
+            self.yaw_fraction = min(1.0, self.yaw_fraction + c.step)
+        out.update(lin_fraction=self.lin_fraction, yaw_fraction=self.yaw_fraction)
+        out.update(track_lin=float(track[0]), track_yaw=float(track[1]))
+        return out
+
+    # --------------------------------------------------------------------------------- resets
+
+    def reset(self, ids: np.ndarray) -> None:
+        """Re-randomize and restart robots ``ids`` at the home pose (random heading, small kicks)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size == 0:
+            return
+        n = ids.size
+        self.randomizer.sample(ids, self.rng)
+        yaw = self.rng.uniform(-math.pi, math.pi, n)
+        qpos = np.zeros((n, self.model.nq))
+        qpos[:, 2] = go1.HOME_HEIGHT_M
+        qpos[:, 3] = np.cos(yaw / 2)
+        qpos[:, 6] = np.sin(yaw / 2)
+        qpos[:, self.index.joint_qpos] = self.q_home + self.rng.uniform(-0.1, 0.1, (n, go1.NUM_JOINTS))
+        self._qpos[ids] = qpos
+        qvel = np.zeros((n, self.model.nv))
+        qvel[:, 0:2] = self.rng.uniform(-0.3, 0.3, (n, 2))
+        self._qvel[ids] = qvel
+        self._ctrl[ids] = 0.0
+        self.sim.forward(ids)
+        if self._sensordata is not self._sensor_view:  # a restored copy: these robots start afresh
+            self._sensordata[ids] = self._sensor_view[ids]
+        self.actions[ids] = 0.0
+        self.prev_actions[ids] = 0.0
+        self._prev_target[ids] = self.q_home
+        self._prev_qvel[ids] = 0.0
+        self._torque[ids] = 0.0
+        self._air_time[ids] = 0.0
+        self._last_contact[ids] = True
+        self.step_count[ids] = 0
+        self._ep_track[ids] = 0.0
+        self._sample_commands(ids)
+        if self.cfg.pushes is not None:
+            self._push_timer[ids] = self.rng.uniform(*self.cfg.pushes.interval_s, n)
+        frame = obs_terms.actor_frame(self._read_state_arrays(), self.cfg.noise, self.rng)[ids]
+        self._history[ids] = frame[:, None, :]
+
+    STATE = (
+        "command",
+        "actions",
+        "prev_actions",
+        "_prev_target",
+        "_prev_qvel",
+        "_torque",
+        "_air_time",
+        "_last_contact",
+        "step_count",
+        "_cmd_timer",
+        "_push_timer",
+        "_ep_track",
+        "_history",
+    )
+    """The task's own per-robot arrays that the next steps read."""
+    RANDOMIZER_STATE = (
+        "friction",
+        "link_mass_scale",
+        "trunk_added_mass_kg",
+        "trunk_com_offset_m",
+        "motor_strength",
+        "kp_scale",
+        "kd_scale",
+        "latency_steps",
+        "joint_friction_scale",
+    )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the next steps depend on, as plain data: MuJoCo's state and per-world model
+        fields, the drawn parameters, the task's arrays, the curriculum and the generator. Between
+        iterations (when the curriculum has consumed the ended episodes) this is the whole state."""
+        return {
+            "sim": self.sim.state_dict(),
+            "task": {f: torch.from_numpy(np.array(getattr(self, f), copy=True)) for f in self.STATE},
+            "randomizer": {
+                f: torch.from_numpy(np.array(getattr(self.randomizer, f), copy=True))
+                for f in self.RANDOMIZER_STATE
+            },
+            "curriculum": [self.lin_fraction, self.yaw_fraction],
+            "rng": self.rng.bit_generator.state,
+            "held_command": None
+            if self._held_command is None
+            else torch.from_numpy(self._held_command.copy()),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (every array checked before any is written); ``ValueError``
+        names what does not fit."""
+        pairs = []
+        for group, owner, names in (
+            ("task", self, self.STATE),
+            ("randomizer", self.randomizer, self.RANDOMIZER_STATE),
+        ):
+            saved = state.get(group)
+            if not isinstance(saved, Mapping):
+                raise ValueError(f"Go1 environment state lacks '{group}'")
+            for f in names:
+                arr, value = getattr(owner, f), saved.get(f)
+                if not isinstance(value, torch.Tensor) or tuple(value.shape) != arr.shape:
+                    got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                    raise ValueError(
+                        f"Go1 environment state '{group}.{f}' is {got}, this one holds {arr.shape}"
+                    )
+                pairs.append((arr, value.numpy()))
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]  # raises ValueError or TypeError on a foreign state
+        lin, yaw = (float(v) for v in state["curriculum"])
+        sensors = state["sim"].get("sensordata") if isinstance(state.get("sim"), Mapping) else None
+        if not isinstance(sensors, torch.Tensor) or tuple(sensors.shape) != self._sensor_view.shape:
+            raise ValueError(
+                f"Go1 environment state lacks 'sim.sensordata' of shape {self._sensor_view.shape}"
+            )
+        self.sim.load_state_dict(state["sim"], set_const=self.randomizer.cfg is not None)
+        # the sensors as the saved run's last substep left them, until the next physics step
+        self._sensordata = sensors.numpy().copy()
+        for arr, value in pairs:
+            arr[...] = value
+        self.rng = rng
+        self.lin_fraction, self.yaw_fraction = lin, yaw
+        held = state.get("held_command")
+        self._held_command = None if held is None else held.numpy().copy()
+        self._ended_track.clear()
+
+    def push(self, ids: np.ndarray, vel_xy_w: np.ndarray) -> None:
+        """Add ``vel_xy_w`` (n, 2) [m/s] to the trunk's world-frame velocity of robots ``ids``."""
+        ids = np.asarray(ids, dtype=np.int64)
+        self._qvel[ids, 0:2] += vel_xy_w
+
+    def _due_pushes(self) -> None:
+        p = self.cfg.pushes
+        if p is None:
+            return
+        self._push_timer -= self.cfg.dt
+        due = np.nonzero(self._push_timer <= 0)[0]
+        if due.size:
+            ang = self.rng.uniform(-math.pi, math.pi, due.size)
+            mag = self.rng.uniform(0.0, p.max_velocity_mps, due.size)
+            self.push(due, np.stack([np.cos(ang), np.sin(ang)], axis=1) * mag[:, None])
+            self._push_timer[due] = self.rng.uniform(*p.interval_s, due.size)
+
+    # ---------------------------------------------------------------------------------- state
+
+    def _read_state_arrays(self) -> dict[str, np.ndarray]:
+        ix, sd = self.index, self._sensordata
+        quat = sd[:, ix.orientation]
+        return {
+            "command": self.command,
+            "lin_vel_b": sd[:, ix.local_linvel],
+            "ang_vel_b": sd[:, ix.gyro],
+            "gravity_b": gravity_in_body(quat),
+            "height_m": self._qpos[:, 2],
+            "joint_pos": self._qpos[:, ix.joint_qpos],
+            "joint_vel": self._qvel[:, ix.joint_qvel],
+            "home": self.q_home,
+            "actions": self.actions,
+            "foot_contact": sd[:, ix.foot_touch] > CONTACT_FORCE_N,
+            "trunk_touch": sd[:, ix.trunk_touch] > 0.0,
+        }
+
+    def observations(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actor (N, history·45), critic (N, 73)) for the current state."""
+        arrays = self._read_state_arrays()
+        actor = _t(self._history.reshape(self.num_envs, -1))
+        critic = _t(obs_terms.critic_obs(arrays, self.randomizer.privileged()))
+        return actor, critic
+
+    # ----------------------------------------------------------------------------------- step
+
+    def _term(
+        self, fn: Callable[[LocoState], torch.Tensor], state: LocoState, terms: dict[str, torch.Tensor]
+    ) -> np.ndarray:
+        """A term's (N,) values: the reward's own evaluation when the task weighs it, else computed
+        (the curriculum reads the tracking kernels whether or not they are rewarded)."""
+        for t in self.cfg.rewards:
+            if t.fn is fn:
+                return terms[t.name].numpy()
+        return fn(state).numpy()
+
+    def step(self, actions: torch.Tensor) -> LocoStep:
+        """Advance one policy step (module docstring for the phases)."""
+        cfg, ix = self.cfg, self.index
+        a = actions.detach().cpu().double().numpy()
+        if a.shape != (self.num_envs, go1.NUM_JOINTS):
+            raise ValueError(f"actions must be ({self.num_envs}, {go1.NUM_JOINTS}), got {a.shape}")
+        if not np.isfinite(a).all():
+            bad = np.nonzero(~np.isfinite(a).all(axis=1))[0].tolist()
+            raise FloatingPointError(f"non-finite actions for robots {bad[:8]}")
+        self.prev_actions = self.actions.copy()
+        self.actions = np.clip(a, -cfg.action_clip, cfg.action_clip)
+        target = self.q_home + cfg.action_scale * self.actions
+        self._sensordata = self._sensor_view
+        self._due_pushes()
+        rnd = self.randomizer
+        kp = (cfg.kp * rnd.kp_scale)[:, None]
+        kd = (cfg.kd * rnd.kd_scale)[:, None]
+        for sub in range(cfg.decimation):
+            late = (sub < rnd.latency_steps)[:, None]
+            tgt = np.where(late, self._prev_target, target)
+            q, qd = self._qpos[:, ix.joint_qpos], self._qvel[:, ix.joint_qvel]
+            self._torque = go1.pd_torque(tgt, q, qd, kp, kd, rnd.motor_strength)
+            self._ctrl[:, ix.actuator] = self._torque
+            self.sim.step(1)
+        self.sim.check_health(f"the policy step at physics {cfg.physics_hz} Hz blew up")
+        self._prev_target = target
+        self.step_count += 1
+
+        arrays = self._read_state_arrays()
+        contact = arrays["foot_contact"]
+        filt = contact | self._last_contact
+        first = (self._air_time > 0) & filt
+        self._air_time += cfg.dt
+        air_at_touch = self._air_time * first
+        self._air_time *= ~filt
+        self._last_contact = contact
+        qd = arrays["joint_vel"]
+        joint_acc = (qd - self._prev_qvel) / cfg.dt
+        self._prev_qvel = qd.copy()
+        cos_fall = math.cos(math.radians(cfg.fall_tilt_deg))
+        fallen = arrays["trunk_touch"] | (arrays["gravity_b"][:, 2] > -cos_fall)
+        state = LocoState(
+            command=_t(self.command),
+            lin_vel_b=_t(arrays["lin_vel_b"]),
+            ang_vel_b=_t(arrays["ang_vel_b"]),
+            gravity_b=_t(arrays["gravity_b"]),
+            height_m=_t(arrays["height_m"]),
+            joint_pos=_t(arrays["joint_pos"]),
+            joint_vel=_t(qd),
+            joint_acc=_t(joint_acc),
+            default_joint_pos=self._home_t,
+            joint_limits=self._soft_limits,
+            torque=_t(self._torque),
+            actions=_t(self.actions),
+            prev_actions=_t(self.prev_actions),
+            foot_contact=torch.from_numpy(contact.copy()),
+            first_contact=torch.from_numpy(first),
+            air_time_s=_t(air_at_touch),
+            fallen=torch.from_numpy(fallen),
+            air_time_threshold_s=cfg.feet_air_time_threshold_s,
+            dt=cfg.dt,
+        )
+        terms = {t.name: t.fn(state) for t in cfg.rewards}
+        reward = torch.zeros(self.num_envs)
+        for t in cfg.rewards:
+            reward += t.weight * cfg.dt * terms[t.name]
+        self._ep_track += np.stack(
+            [self._term(track_lin_vel_xy, state, terms), self._term(track_ang_vel_z, state, terms)], axis=1
+        )
+        time_out = self.step_count >= cfg.max_steps
+        done = fallen | time_out
+        ended = np.nonzero(done)[0]
+        if ended.size:
+            self._ended_track.append(self._ep_track[ended] / self.step_count[ended, None])
+
+        self._cmd_timer -= cfg.dt
+        self._sample_commands(np.nonzero((self._cmd_timer <= 0) & ~done)[0])
+        frame = obs_terms.actor_frame(arrays, cfg.noise, self.rng)
+        self._history = np.roll(self._history, 1, axis=1)
+        self._history[:, 0] = frame
+        self.reset(ended)
+        actor, critic = self.observations()
+        return LocoStep(
+            actor_obs=actor,
+            critic_obs=critic,
+            reward=reward,
+            terminated=torch.from_numpy(fallen.copy()),
+            time_out=torch.from_numpy(time_out & ~fallen),
+            state=state,
+            terms=terms,
+        )

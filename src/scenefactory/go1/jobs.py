@@ -1,0 +1,445 @@
+"""Go1 jobs behind the CLI: train, evaluate, render, bench, export and deploy."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from scenefactory.checkpoint import load_checkpoint, save_checkpoint
+from scenefactory.errors import UserError
+from scenefactory.go1.config import Go1TaskConfig, RewardTerm, nominal
+from scenefactory.go1.deploy.robot import SIM2SIM, TRAINING_SIM
+from scenefactory.go1.rewards import track_ang_vel_z_fine
+from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
+from scenefactory.io import atomic_write_text, write_json
+
+SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_robust.pt"
+"""The trained policy shipped with the package (see README: the command that made it)."""
+
+
+@dataclass(frozen=True)
+class RecipeOptions:
+    """The ``train go1`` options beyond size and seed (defaults: the base recipe).
+
+    ``pure_turn_prob``: share of commands that turn on the spot; ``yaw_precision_weight``: weight of
+    the fine yaw-tracking kernel (``rewards.track_ang_vel_z_fine``; 0 = not in the reward);
+    ``joint_friction_scale``: range of the per-episode scale of joint damping and dry friction
+    (randomized robots only); ``latency_ms``: the action-latency range (randomized robots; ``None``
+    = the config's 0–20 ms); ``reward_weights``: (term name, weight) pairs replacing the default
+    weights; ``history``: frames stacked in the actor's observation (``None`` = the config's 3);
+    ``init_from``: a checkpoint to fine-tune (see :class:`Go1TrainSpec`); ``rnn`` / ``rnn_hidden``:
+    a recurrent actor (``"gru"`` or ``"lstm"``, hidden width); ``teacher``: distil the actor from
+    this policy instead of PPO (exploration noise :data:`DISTILL_ACTION_STD`); ``critic_warmup``:
+    PPO iterations with the actor frozen at the start (see :class:`Go1TrainSpec`);
+    ``privileged_actor``: the actor also reads the randomized parameters (a teacher to distil)."""
+
+    robust: bool = True
+    pure_turn_prob: float = 0.0
+    yaw_precision_weight: float = 0.0
+    joint_friction_scale: tuple[float, float] = (1.0, 1.0)
+    latency_ms: tuple[float, float] | None = None
+    reward_weights: tuple[tuple[str, float], ...] = ()
+    history: int | None = None
+    init_from: Path | None = None
+    rnn: str | None = None
+    rnn_hidden: int = 64
+    teacher: Path | None = None
+    critic_warmup: int = 0
+    privileged_actor: bool = False
+
+
+DISTILL_ACTION_STD = 0.2
+"""Standard deviation of the student's sampled actions while it is distilled (DAgger rollouts)."""
+
+
+def _reweighted(
+    rewards: tuple[RewardTerm, ...], weights: tuple[tuple[str, float], ...]
+) -> tuple[RewardTerm, ...]:
+    names = [t.name for t in rewards]
+    new = dict(weights)
+    for name in new:
+        if name not in names:
+            raise UserError(f"--reward-weight: unknown term '{name}', expected one of {', '.join(names)}")
+    return tuple(replace(t, weight=new.get(t.name, t.weight)) for t in rewards)
+
+
+def train_spec(
+    envs: int, iterations: int, seed: int, options: RecipeOptions = RecipeOptions()
+) -> Go1TrainSpec:
+    """The spec ``train go1`` runs: the default task (or its nominal twin for ``--no-robustness``)
+    with the recipe options applied."""
+    base = Go1TaskConfig(num_envs=envs)
+    if options.history is not None:
+        base = replace(base, history=options.history)
+    rewards = base.rewards
+    if options.yaw_precision_weight:
+        rewards += (RewardTerm("track_ang_vel_z_fine", track_ang_vel_z_fine, options.yaw_precision_weight),)
+    lo, hi = options.joint_friction_scale
+    if not 0 <= lo <= hi:
+        raise UserError(f"--joint-friction-dr must be LOW HIGH with 0 <= LOW <= HIGH, got {lo} {hi}")
+    assert base.randomization is not None
+    rnd = replace(base.randomization, joint_friction_scale=(lo, hi))
+    if options.latency_ms is not None:
+        lat_lo, lat_hi = options.latency_ms
+        if not 0 <= lat_lo <= lat_hi:
+            raise UserError(f"--latency-ms must be LOW HIGH with 0 <= LOW <= HIGH, got {lat_lo} {lat_hi}")
+        period_ms = 1000.0 / base.policy_hz
+        if lat_hi > period_ms:
+            raise UserError(
+                f"--latency-ms: HIGH must be at most one policy period ({period_ms:g} ms; a longer "
+                f"latency acts as {period_ms:g} ms), got {lat_hi:g}"
+            )
+        rnd = replace(rnd, latency_s=(lat_lo / 1000.0, lat_hi / 1000.0))
+    task = replace(
+        base,
+        commands=replace(base.commands, pure_turn_prob=options.pure_turn_prob),
+        randomization=rnd,
+        rewards=_reweighted(rewards, options.reward_weights),
+    )
+    init = None if options.init_from is None else str(options.init_from)
+    if init is not None and not Path(init).is_file():
+        raise UserError(f"--init-from {init}: checkpoint not found")
+    teacher = None if options.teacher is None else str(options.teacher)
+    if teacher is not None and not Path(teacher).is_file():
+        raise UserError(f"--teacher {teacher}: policy not found")
+    if teacher is not None and init is not None:
+        raise UserError("--teacher and --init-from exclude each other (a distilled student starts afresh)")
+    if teacher is not None and options.critic_warmup:
+        raise UserError("--critic-warmup is for PPO fine-tuning; distillation (--teacher) has no critic")
+    if teacher is not None and options.privileged_actor:
+        raise UserError("--privileged-actor trains a teacher; a student (--teacher) must be deployable")
+    ppo = replace(go1_ppo_config(), actor_rnn_type=options.rnn, actor_rnn_hidden_dim=options.rnn_hidden)
+    if options.privileged_actor:
+        ppo = replace(ppo, actor_obs_groups=("policy", "params"))
+    if teacher is not None:
+        ppo = replace(ppo, init_noise_std=DISTILL_ACTION_STD)
+    return Go1TrainSpec(
+        task=task if options.robust else nominal(task),
+        ppo=ppo,
+        iterations=iterations,
+        seed=seed,
+        init_from=init,
+        teacher=teacher,
+        critic_warmup=options.critic_warmup,
+    )
+
+
+def train(
+    out: Path, envs: int, iterations: int, seed: int, options: RecipeOptions = RecipeOptions()
+) -> Go1Trainer:
+    """Train (or resume) a Go1 policy into ``out``; one progress line per iteration."""
+    trainer = Go1Trainer(train_spec(envs, iterations, seed, options), out)
+    start = time.perf_counter()
+    first = trainer.iteration
+
+    def progress(row: dict[str, Any]) -> None:
+        it = row["iteration"]
+        done = it - first
+        eta = (time.perf_counter() - start) / max(1, done) * (iterations - it)
+        print(
+            f"it {it}/{iterations}  return {row['mean_return']:.2f}  episode {row['mean_episode_s']:.1f}s  "
+            f"falls {row['fall_fraction']:.2f}  track lin {row.get('term_track_lin_vel_xy', 0):.2f} "
+            f"yaw {row.get('term_track_ang_vel_z', 0):.2f}  curriculum {row['curriculum_lin_fraction']:.2f}/"
+            f"{row['curriculum_yaw_fraction']:.2f}  {row['steps_per_s']:.0f} steps/s  eta {eta / 60:.1f} min"
+            + (f"  behaviour loss {row['loss_behavior']:.4f}" if "loss_behavior" in row else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+
+    trainer.run(progress)
+    return trainer
+
+
+def resolve_checkpoint(checkpoint: Path | None) -> Path:
+    """``checkpoint``, or the shipped policy when it is ``None``."""
+    if checkpoint is not None:
+        return checkpoint
+    if not SHIPPED_POLICY.is_file():
+        raise UserError(f"no --checkpoint given and the shipped policy {SHIPPED_POLICY} is missing")
+    return SHIPPED_POLICY
+
+
+def evaluate(
+    checkpoint: Path | None,
+    episodes: int,
+    seed: int,
+    out: Path,
+    quick: bool = False,
+    latency_ms: float = 0.0,
+    joint_scale: float = 1.0,
+) -> dict[str, Any]:
+    """Tracking and push-recovery tables of a policy → ``out/metrics.json`` and ``out/report.md``;
+    on the nominal robot, or with one action latency and joint damping/friction scale everywhere
+    (a privileged teacher is given its world's parameters)."""
+    from scenefactory.go1 import evaluation as ev
+
+    path = resolve_checkpoint(checkpoint)
+    policy = load_go1_policy(path, privileged=True)
+    try:
+        cfg = ev.EvalConfig(episodes=episodes, latency_ms=latency_ms, joint_scale=joint_scale)
+        ev.condition(policy.task_cfg, cfg)
+    except ValueError as exc:
+        raise UserError(f"eval go1 --latency-ms {latency_ms:g} --joint-scale {joint_scale:g}: {exc}") from exc
+    if quick:
+        cfg = ev.quick(cfg)
+    world = "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions"
+    if not cfg.nominal:
+        world += (
+            f"; action latency {latency_ms:g} ms and joint damping/friction x{joint_scale:g} in every world"
+        )
+    if policy.params_dim:
+        world += f"; a privileged actor, given its world's {policy.params_dim} parameters"
+    t0 = time.perf_counter()
+    tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed)
+    pushes = ev.push_table(policy.task_cfg, policy, cfg, seed)
+    result = {
+        "checkpoint": str(path),
+        "policy": policy.meta,
+        "seed": seed,
+        "eval_config": asdict(cfg),
+        "world": world,
+        "tracking": tracking,
+        "push_recovery": pushes,
+        "summary": ev.summarize_go1(tracking, pushes),
+        "wall_s": time.perf_counter() - t0,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "metrics.json", result)
+    atomic_write_text(out / "report.md", go1_report(result))
+    return result
+
+
+def _ci(lo_hi: list[float]) -> str:
+    return f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]"
+
+
+def go1_report(result: dict[str, Any]) -> str:
+    """Markdown tables of an evaluation result."""
+    lines = [
+        "# Go1 evaluation",
+        "",
+        f"Policy: `{result['checkpoint']}` ({result['policy']}); seed {result['seed']}; {result['world']}.",
+        "",
+        "| vx m/s | vy m/s | yaw rad/s | episodes | lin. error m/s [95% CI] | yaw error rad/s [95% CI] "
+        "| achieved vx / vy / yaw | fall rate [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["tracking"]:
+        c = r["command"]
+        lines.append(
+            f"| {c['vx_mps']:.1f} | {c['vy_mps']:.1f} | {c['yaw_radps']:.1f} | {r['episodes']} "
+            f"| {r['lin_vel_error_mps']:.3f} {_ci(r['lin_vel_error_ci95'])} "
+            f"| {r['yaw_rate_error_radps']:.3f} {_ci(r['yaw_rate_error_ci95'])} "
+            f"| {r['achieved_vx_mps']:.2f} / {r['achieved_vy_mps']:.2f} / {r['achieved_yaw_radps']:.2f} "
+            f"| {r['fall_rate']:.3f} {_ci(r['fall_rate_ci95'])} |"
+        )
+    cfg = result["eval_config"]
+    lines += [
+        "",
+        f"Push recovery: walking at {tuple(cfg['push_command'])}, kicked at {cfg['push_at_s']} s in a random "
+        f"horizontal direction; recovered = not fallen {cfg['recover_s']} s later.",
+        "",
+        "| push m/s | trials | recovered | recovery rate [95% CI] |",
+        "|---|---|---|---|",
+    ]
+    for p in result["push_recovery"]:
+        lines.append(
+            f"| {p['push_mps']:.1f} | {p['trials']} | {p['recovered']} "
+            f"| {p['recovery_rate']:.3f} {_ci(p['recovery_rate_ci95'])} |"
+        )
+    lines += ["", "Summary: " + ", ".join(f"{k} = {v:.3f}" for k, v in result["summary"].items()), ""]
+    return "\n".join(lines)
+
+
+def export(checkpoint: Path | None, out: Path) -> dict[str, Path]:
+    """ONNX + sidecar for deployment, and ``policy.pt`` (actor only, the shippable checkpoint)."""
+    from scenefactory.go1.deploy.export import export_go1
+
+    path = resolve_checkpoint(checkpoint)
+    policy = load_go1_policy(path)
+    paths = export_go1(policy, out)
+    paths["policy"] = save_actor_only(path, out / "policy.pt")
+    return paths
+
+
+def deploy(
+    policy_dir: Path | None,
+    episodes: int,
+    seconds: float,
+    seed: int,
+    out: Path,
+    decompose: bool = False,
+    delay_sweep: bool = False,
+) -> dict[str, Any]:
+    """Sim-to-sim check of an exported policy (exports the shipped one when ``policy_dir`` is None);
+    ``decompose`` adds the comparison against each single change of the target, ``delay_sweep``
+    against the training simulator with only an actuator delay of each of
+    :data:`~scenefactory.go1.deploy.check.SWEEP_DELAYS_MS`."""
+    from scenefactory.go1.deploy import check
+    from scenefactory.go1.deploy.check import sim2sim
+    from scenefactory.go1.deploy.runner import OnnxPolicyRunner
+
+    if policy_dir is None:
+        policy_dir = out / "policy"
+        export(None, policy_dir)
+    try:
+        runner = OnnxPolicyRunner(policy_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UserError(str(exc)) from exc
+    t0 = time.perf_counter()
+    result = sim2sim(runner, episodes=episodes, seconds=seconds, seed=seed)
+    for key, wanted, robots in (
+        ("decomposition", decompose, check.single_changes),
+        ("delay_sweep", delay_sweep, check.delayed),
+    ):
+        if wanted:
+            result[key] = check.against(
+                runner, result["training_sim"], robots(), episodes, seconds, settle_s=2.0, seed=seed
+            )
+    result.update(
+        {"policy_dir": str(policy_dir), "seed": seed, "seconds": seconds, "wall_s": time.perf_counter() - t0}
+    )
+    result["robots"] = {"training_sim": asdict(TRAINING_SIM), "sim2sim": asdict(SIM2SIM)}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "sim2sim.json", result)
+    atomic_write_text(out / "report.md", deploy_report(result))
+    return result
+
+
+def deploy_report(result: dict[str, Any]) -> str:
+    """Markdown table of a sim-to-sim check."""
+    from scenefactory.go1.deploy.check import FLOOR, TOLERANCE
+
+    lines = [
+        "# Go1 sim-to-sim check",
+        "",
+        f"Policy: `{result['policy_dir']}`; {result['summary']['episodes_per_command']} runs of "
+        f"{result['seconds']} s per command; seed {result['seed']}.",
+        f"Sim-to-sim robot: {result['robots']['sim2sim']}",
+        "",
+        f"Pass: no falls and sim-to-sim error <= {TOLERANCE} x the training simulator's, or at most "
+        f"{FLOOR} above it.",
+        "",
+        "| vx | vy | yaw | metric | training sim | sim-to-sim | ratio | increase | sim-to-sim falls | pass |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in result["comparison"]:
+        k = c["command"]
+        lines.append(
+            f"| {k['vx_mps']:.1f} | {k['vy_mps']:.1f} | {k['yaw_radps']:.1f} | {c['metric']} "
+            f"| {c['training_sim']:.3f} | {c['sim2sim']:.3f} | {c['ratio']:.2f} | {c['increase']:+.3f} "
+            f"| {c['sim2sim_falls']} "
+            f"| {'yes' if c['passed'] else 'NO'} |"
+        )
+    s = result["summary"]
+    failed = ", ".join(
+        f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in s["failed_commands"]
+    )
+    verdict = "passed" if s["passed"] else f"FAILED at {failed}"
+    lines += ["", f"Verdict: {verdict} (max ratio {s['max_ratio']:.2f}, floor-passed commands included).", ""]
+    lines += [
+        "Yaw-rate bias (mean signed error, rad/s) on the training sim / sim-to-sim: "
+        + ", ".join(
+            f"{a['command']['yaw_radps']:+.1f}: "
+            f"{a['yaw_rate_bias_radps']:+.3f} / {b['yaw_rate_bias_radps']:+.3f}"
+            for a, b in zip(result["training_sim"], result["sim2sim"], strict=True)
+            if a["command"]["yaw_radps"] != 0
+        ),
+        "",
+    ]
+    cmds = [c["command"] for c in result["comparison"]]
+    head = " | ".join(f"({c['vx_mps']:g}, {c['vy_mps']:g}, {c['yaw_radps']:g})" for c in cmds)
+    if "decomposition" in result:
+        lines += [
+            "## One change at a time",
+            "",
+            "Ratio of each command's primary error to the training simulator's, with only that change "
+            "of the sim-to-sim robot applied (* = fails the rule).",
+            "",
+            f"| change | {head} |",
+            "|---|" + "---|" * len(cmds),
+        ]
+        for name, rows in result["decomposition"].items():
+            cells = " | ".join(f"{c['ratio']:.2f}{'' if c['passed'] else '*'}" for c in rows)
+            lines.append(f"| {name} | {cells} |")
+        lines.append("")
+    if "delay_sweep" in result:
+        lines += [
+            "## Actuator delay alone",
+            "",
+            "Each command's primary error (m/s or rad/s) on the training simulator with only an actuator "
+            "delay added (the default recipe trains with latencies from U(0, 20) ms), and its ratio to "
+            "no delay (* = fails the rule).",
+            "",
+            f"| delay | {head} |",
+            "|---|" + "---|" * len(cmds),
+            "| 0 ms | " + " | ".join(f"{c['training_sim']:.3f}" for c in result["comparison"]) + " |",
+        ]
+        for ms, rows in result["delay_sweep"].items():
+            cells = " | ".join(
+                f"{c['sim2sim']:.3f} ({c['ratio']:.2f}{'' if c['passed'] else '*'})" for c in rows
+            )
+            lines.append(f"| {ms} ms | {cells} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def save_actor_only(checkpoint: Path, dest: Path) -> Path:
+    """A checkpoint with only what acting needs (actor weights + configs), a few hundred KB."""
+    data = load_checkpoint(checkpoint)
+    keep = (
+        "format",
+        "task",
+        "seed",
+        "iteration",
+        "env_steps",
+        "obs_dim",
+        "task_cfg",
+        "ppo_cfg",
+        "actor_state_dict",
+    )
+    small = {k: data[k] for k in keep if k in data}
+    save_checkpoint(dest, small)
+    return dest
+
+
+def bench(envs: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
+    """Environment steps per second of the training task (random actions, no learning) → JSON."""
+    import torch
+
+    from scenefactory.go1.env import Go1Env
+
+    print(f"bench go1: {envs} robots, timing {steps} steps after a warm-up ...", file=sys.stderr)
+    env = Go1Env(Go1TaskConfig(num_envs=envs), seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(5):
+        env.step(0.3 * torch.randn(envs, 12, generator=gen))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.step(0.3 * torch.randn(envs, 12, generator=gen))
+    wall = time.perf_counter() - t0
+    result = {
+        "task": "go1",
+        "envs": envs,
+        "steps": steps,
+        "physics_hz": env.cfg.physics_hz,
+        "policy_hz": env.cfg.policy_hz,
+        "threads": torch.get_num_threads(),
+        "env_steps_per_s": envs * steps / wall,
+        "physics_steps_per_s": envs * steps * env.cfg.decimation / wall,
+        "seed": seed,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "bench.json", result)
+    return result
+
+
+def render(checkpoint: Path | None, seconds: float, seed: int, out: Path) -> Path:
+    """MP4 of the policy following a command sequence (MuJoCo's offscreen renderer)."""
+    from scenefactory.go1.render import render_go1
+
+    policy = load_go1_policy(resolve_checkpoint(checkpoint))
+    return render_go1(policy, out / "go1.mp4", seconds=seconds, seed=seed)

@@ -1,1 +1,0 @@
-"""Robot model builders and their constants (legged robots; cars live in ``vehicles``)."""

@@ -1,1 +1,0 @@
-"""Velocity tracking for a Go1-class quadruped (``robots.go1``) on the batched MuJoCo stepper."""
