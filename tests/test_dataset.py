@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from scenefactory.cli import main
+from scenefactory.engines import EngineSpec, make_engine
 from scenefactory.grounding.dataset import STATE_FIELDS, load_transitions
 
 
@@ -64,12 +66,9 @@ def test_fit_dynamics_cli_reports_model_and_bicycle_baseline(tmp_path: Path) -> 
     assert main(["fit-dynamics", "--data", str(data), "--model", "lstm", "--out", str(out)]) == 2
 
 
+@pytest.mark.slow
 def test_learned_engine_runs_train_eval_bench(tmp_path: Path) -> None:
     """A fitted residual model (near-exact on kinematic data) drives the task as --engine learned."""
-    import torch
-
-    from scenefactory.engines import make_engine
-
     data = tmp_path / "data"
     args = ["collect", "drive", "--engine", "kinematic", "--worlds", "6", "--agents", "2", "--steps", "40"]
     assert main([*args, "--out", str(data)]) == 0
@@ -80,8 +79,8 @@ def test_learned_engine_runs_train_eval_bench(tmp_path: Path) -> None:
     )
     model = str(fit / "model.pt")
     # the learned tier follows the kinematic tier it was fitted on
-    learned = make_engine("learned", 2, 2, dt=0.1, dynamics_model=model)
-    kin = make_engine("kinematic", 2, 2, dt=0.1)
+    learned = make_engine(EngineSpec(tier="learned", dynamics_model=Path(model)), 2, 2, dt=0.1)
+    kin = make_engine(EngineSpec(), 2, 2, dt=0.1)
     pose = torch.tensor([[[0.0, 0.0, 0.0], [5.0, 3.5, 1.0]]]).expand(2, 2, 3).clone()
     for eng in (learned, kin):
         eng.reset(torch.arange(2), pose, torch.full((2, 2), 5.0), torch.ones(2, 2, dtype=torch.bool))

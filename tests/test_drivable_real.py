@@ -34,6 +34,7 @@ import pytest
 import torch
 
 from scenefactory.cli import main
+from scenefactory.engines import EngineSpec
 from scenefactory.evaluation.rollout import EXPERT, evaluate
 from scenefactory.scenes.scene import Scene
 from scenefactory.scenes.scene_json import load_scene, save_scene
@@ -194,7 +195,7 @@ def _via_tfrecord(tmp_path: Path, scenarios: Sequence[Scenario]) -> list[Scene]:
 def _outcomes(scenes: Sequence[Scene]) -> list[int]:
     """The expert's outcome (``AgentStatus``) for the first agent of every scene, in scene order."""
     cfg = DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=1, episode_length_s=8.0)
-    _, log = evaluate(EXPERT, cfg, scenes, engine="kinematic", num_worlds=len(scenes))
+    _, log = evaluate(EXPERT, cfg, scenes, engine=EngineSpec(), num_worlds=len(scenes))
     rec = log.cat()
     first = rec.agent == 0
     order = torch.argsort(rec.scene_id[first])

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from scene_fixtures import straight_scene
+from scenefactory.engines import EngineSpec
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving import observations as obs_terms
 from scenefactory.tasks.driving.config import DrivingTaskConfig
@@ -116,7 +117,9 @@ def test_replayed_object_is_seen_and_hits_a_stopped_agent() -> None:
     )
     scene = replace(base, replay=rep)
     for engine in ("kinematic", "mujoco"):
-        env = DrivingEnv(DrivingTaskConfig(num_worlds=1, agents_per_world=1), [scene], engine=engine)
+        env = DrivingEnv(
+            DrivingTaskConfig(num_worlds=1, agents_per_world=1), [scene], engine=EngineSpec(tier=engine)
+        )
         oc = env.cfg.observations
         start = (
             obs_terms.EGO_DIM + 2 * len(oc.route_lookahead_m) + obs_terms.ROAD_FEATURES * oc.num_road_points

@@ -10,6 +10,7 @@ import torch
 
 from scene_fixtures import straight_scene
 from scenefactory.dynamics.bicycle import inverse_bicycle
+from scenefactory.engines import EngineSpec
 from scenefactory.engines.kinematic import KinematicEngine
 from scenefactory.evaluation.rollout import EXPERT, evaluate
 from scenefactory.scenes.scene import AgentLog, Scene
@@ -70,11 +71,11 @@ def test_expert_replays_a_kinematic_log_with_small_divergence(tmp_path: object) 
     """A log made by the kinematic tier, replayed through its own inverse, stays on the log."""
     scene = _logged_scene()
     cfg = DrivingTaskConfig(num_worlds=1, agents_per_world=2, episode_length_s=3.5)
-    metrics, _ = evaluate(EXPERT, cfg, [scene], engine="kinematic")
+    metrics, _ = evaluate(EXPERT, cfg, [scene], engine=EngineSpec())
     assert metrics["episodes_with_log"] == 2
     assert metrics["log_divergence_m"] < 0.2
     # without a log there is no divergence to report
-    plain, _ = evaluate(EXPERT, cfg, [replace(scene, log=None)], engine="kinematic")
+    plain, _ = evaluate(EXPERT, cfg, [replace(scene, log=None)], engine=EngineSpec())
     assert plain["episodes_with_log"] == 0
 
 
@@ -92,7 +93,8 @@ def test_closed_loop_expert_returns_to_its_log(engine: str) -> None:
     assert scene.log is not None
     errors = {}
     for closed in (True, False):
-        env = DrivingEnv(cfg, [scene], engine=engine, sequential_scenes=True, physics_hz=100.0)
+        spec = EngineSpec(tier=engine, physics_hz=100.0)
+        env = DrivingEnv(cfg, [scene], engine=spec, sequential_scenes=True)
         with torch.inference_mode():
             for _ in range(30):
                 env.step(env.expert_actions(closed_loop=closed))

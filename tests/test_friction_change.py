@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from scene_fixtures import straight_scene
+from scenefactory.engines import EngineSpec
 from scenefactory.scenes.friction import PRESETS
 from scenefactory.tasks.driving.config import DrivingTaskConfig, FrictionChange, task_config_from_dict
 from scenefactory.tasks.driving.config import task_config_to_dict as to_dict
@@ -21,7 +22,7 @@ def _brake_env(engine: str, change: FrictionChange | None, episode_s: float = 6.
     cfg = DrivingTaskConfig(
         num_worlds=1, agents_per_world=1, episode_length_s=episode_s, friction_change=change
     )
-    return DrivingEnv(cfg, [scene], engine=engine, sequential_scenes=True)
+    return DrivingEnv(cfg, [scene], engine=EngineSpec(tier=engine), sequential_scenes=True)
 
 
 def test_the_change_reaches_engine_and_observation_at_its_step_and_a_reset_restores_the_road() -> None:

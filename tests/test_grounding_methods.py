@@ -38,8 +38,8 @@ from scenefactory.dynamics.physics import (
     corrected_bicycle_step,
     delayed_action,
 )
-from scenefactory.engines import Engine, make_engine
-from scenefactory.engines.grounded import GroundedEngine
+from scenefactory.engines import Engine, EngineSpec, make_engine
+from scenefactory.engines.history import HistoryEngine, grounded_engine
 from scenefactory.engines.kinematic import KinematicEngine
 from scenefactory.engines.wrappers import LaggedEngine
 from scenefactory.errors import CheckpointError, UserError
@@ -181,10 +181,10 @@ def test_lagged_engine_applies_actions_late_and_resets_its_queue() -> None:
         torch.testing.assert_close(s_lag.pos_xy, s_plain.pos_xy)
     lagged.reset(ids[:1], pose[:1], torch.zeros(1, 3), torch.ones(1, 3, dtype=torch.bool))
     assert bool((lagged._queue[0] == 0).all()) and bool((lagged._queue[1] != 0).any())
-    wrapped = make_engine("kinematic", 2, 3, action_lag_steps=1)
+    wrapped = make_engine(EngineSpec(action_lag_steps=1), 2, 3)
     assert isinstance(wrapped, LaggedEngine) and wrapped.lag_steps == 1
     with pytest.raises(UserError, match="action-lag-steps"):
-        make_engine("kinematic", 2, 3, action_lag_steps=-1)
+        make_engine(EngineSpec(action_lag_steps=-1), 2, 3)
 
 
 # ---------------------------------------------------------------------------------- methods
@@ -260,7 +260,7 @@ def test_domain_randomization_draws_documented_knobs_per_world(fitted: dict[str,
         assert lo <= float(phys[:, i].min()) and float(phys[:, i].max()) <= hi
         assert float(phys[:, i].max()) - float(phys[:, i].min()) > 0.8 * (hi - lo)
     assert set(phys[:, DELAY].tolist()) == {0.0, 1.0, 2.0}
-    eng = GroundedEngine(6, 3, DT_S, CAR, torch.device("cpu"), res.out_dir)
+    eng = grounded_engine(6, 3, DT_S, CAR, torch.device("cpu"), res.out_dir)
     before = eng.phys.clone()
     assert len({tuple(p.tolist()) for p in before}) == 6  # one draw per world
     ids = torch.tensor([1, 4])
@@ -277,8 +277,9 @@ def test_domain_randomization_draws_documented_knobs_per_world(fitted: dict[str,
 @pytest.mark.parametrize("name", ["none", "dr", "sysid", "markov", "gat", "history"])
 def test_grounded_engine_follows_the_protocol(name: str, fitted: dict[str, GroundResult]) -> None:
     w, k = 3, 2
-    eng = make_engine("grounded", w, k, dt=DT_S, grounding=str(fitted[name].out_dir))
-    assert isinstance(eng, Engine) and isinstance(eng, GroundedEngine) and eng.method.value == name
+    eng = make_engine(EngineSpec(tier="grounded", grounding=fitted[name].out_dir), w, k, dt=DT_S)
+    assert isinstance(eng, Engine) and isinstance(eng, HistoryEngine) and eng.name == "grounded"
+    assert eng.model.method.value == name  # type: ignore[attr-defined]
     pose = torch.zeros(w, k, 3)
     pose[..., 0] = torch.arange(float(k)) * 10
     valid = torch.ones(w, k, dtype=torch.bool)
@@ -309,7 +310,7 @@ def test_engine_matches_the_offline_rollout(fitted: dict[str, GroundResult]) -> 
     """The engine's history bookkeeping reproduces the model's own predictions step by step."""
     res = fitted["history"]
     model = res.model
-    eng = GroundedEngine(1, 1, DT_S, CAR, torch.device("cpu"), res.out_dir)
+    eng = grounded_engine(1, 1, DT_S, CAR, torch.device("cpu"), res.out_dir)
     eng.reset(
         torch.tensor([0]),
         torch.tensor([[[1.0, 2.0, 0.3]]]),
@@ -394,11 +395,11 @@ def test_clear_errors_for_missing_or_damaged_artifacts(
     with pytest.raises(CheckpointError, match="does not match field 'weights_sha256'"):
         load_grounding(bad)
     with pytest.raises(UserError, match=r"steps 0\.1 s, the task's policy step is 0\.05 s"):
-        GroundedEngine(1, 1, 0.05, CAR, torch.device("cpu"), src)
+        grounded_engine(1, 1, 0.05, CAR, torch.device("cpu"), src)
     with pytest.raises(UserError, match="needs --grounding PATH"):
-        make_engine("grounded", 1, 1)
+        make_engine(EngineSpec(tier="grounded"), 1, 1)
     with pytest.raises(UserError, match="--grounding applies to --engine grounded"):
-        make_engine("kinematic", 1, 1, grounding=str(src))
+        make_engine(EngineSpec(grounding=src), 1, 1)
     with pytest.raises(UserError, match="unknown grounding method 'magic'"):
         method_from_name("magic")
     with pytest.raises(UserError, match="--budget 999999 exceeds"):
@@ -418,22 +419,22 @@ def test_cli_collect_lagged_ground_and_train_on_the_grounded_engine(
     data, out = tmp_path / "data", tmp_path / "history"
     flags = ["collect", "drive", "--engine", "kinematic", "--action-lag-steps", "1", "--out", str(data)]
     assert build_parser().parse_args(flags).action_lag_steps == 1
-    collect(data, engine="kinematic", worlds=4, agents=2, steps=40, num_scenes=4, action_lag_steps=1)
+    collect(data, engine=EngineSpec(action_lag_steps=1), worlds=4, agents=2, steps=40, num_scenes=4)
     meta = json.loads((data / "meta.json").read_text())
-    assert meta["action_lag_steps"] == 1
+    assert meta["engine"] == "kinematic" and meta["engine_spec"] == EngineSpec(action_lag_steps=1).to_dict()
     args = ["ground", "--method", "history", "--data", str(data), "--budget", "150", "--steps", "30"]
     assert main([*args, "--history", "3", "--out", str(out)]) == 0
     printed = json.loads(capsys.readouterr().out.splitlines()[0])
     assert printed["budget_transitions"] == 150 and math.isfinite(printed["grounded"]["pos_err_m"])
     config = json.loads((out / "config.json").read_text())
     assert config["fit"]["reward_head_trained"] and "reward_mae" in config["heldout"]
-    assert config["data"]["action_lag_steps"] == 1
+    assert config["data"]["engine_spec"] == meta["engine_spec"]
     run = tmp_path / "run"
     tiny = ["--worlds", "2", "--agents", "2", "--iterations", "1", "--train-scenes", "3"]
     grounded = ["--engine", "grounded", "--grounding", str(out)]
     assert main(["train", "drive", *tiny, *grounded, "--out", str(run)]) == 0
     spec = json.loads((run / "config.json").read_text())
-    assert spec["engine"] == "grounded" and spec["grounding"] == str(out)
+    assert EngineSpec.from_dict(spec["engine"]) == EngineSpec(tier="grounded", grounding=out)
     ckpt = str(run / "checkpoints" / "latest.pt")
     ev = ["eval", "drive", "--checkpoint", ckpt, "--episodes", "2", "--out", str(tmp_path / "ev")]
     assert main([*ev, "--engine", "kinematic", "--action-lag-steps", "2"]) == 0

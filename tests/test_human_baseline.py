@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from scenefactory.cli import main
+from scenefactory.engines import EngineSpec
 from scenefactory.evaluation.human import agent_counts, figures_markdown, replay_beyond
 from scenefactory.evaluation.rollout import EXPERT, EXPERT_OPEN_LOOP, evaluate
 from scenefactory.jobs import drive
@@ -88,8 +89,8 @@ def test_closed_loop_holds_on_noisy_logs_where_open_loop_drifts() -> None:
     road); closed loop stays on it."""
     scenes = [scenario_to_scene(noisy(crossroads_scenario(f"n{i}"), seed=i))[0] for i in range(2)]
     cfg = DrivingTaskConfig(num_worlds=2, agents_per_world=4)
-    closed, _ = evaluate(EXPERT, cfg, scenes, engine="mujoco", physics_hz=100.0)
-    open_loop, _ = evaluate(EXPERT_OPEN_LOOP, cfg, scenes, engine="mujoco", physics_hz=100.0)
+    closed, _ = evaluate(EXPERT, cfg, scenes, engine=EngineSpec(tier="mujoco", physics_hz=100.0))
+    open_loop, _ = evaluate(EXPERT_OPEN_LOOP, cfg, scenes, engine=EngineSpec(tier="mujoco", physics_hz=100.0))
     assert closed["goal_reach_rate"] >= TARGET_GOAL and closed["offroad_rate"] <= TARGET_BAD, closed
     assert open_loop["goal_reach_rate"] < TARGET_GOAL
     assert closed["log_divergence_m"] < 0.5 and open_loop["log_divergence_m"] > 1.0
@@ -106,7 +107,9 @@ def test_checkpoint_scores_come_with_the_logged_drivers_figures(
     )
     monkeypatch.setattr(drive, "load_policy", lambda path: stub)
     out = tmp_path / "eval"
-    m = drive.evaluate_checkpoint("stub.pt", "kinematic", 10, 0, out, worlds=2, scenes_dir=converted)
+    m = drive.evaluate(
+        drive.EvalArgs(checkpoint=Path("stub.pt"), out=out, episodes=10, worlds=2, scenes_dir=converted)
+    )
     human = m["human_baseline"]
     assert human["policy"] == EXPERT and human["episodes"] == m["episodes"] == 4
     assert human["goal_reach_rate"] >= TARGET_GOAL > m["goal_reach_rate"]

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from scenefactory.engines import make_engine
+from scenefactory.engines import EngineSpec, make_engine
 from scenefactory.engines.kinematic import KinematicEngine
 from scenefactory.errors import UserError
 from scenefactory.vehicles.params import VehicleParams, actions_to_controls
@@ -114,6 +114,6 @@ def test_action_mapping_and_bad_actions() -> None:
 
 def test_unknown_engine_is_a_user_error() -> None:
     with pytest.raises(UserError, match="unknown engine 'warp9'"):
-        make_engine("warp9", 1, 1)
+        make_engine(EngineSpec(tier="warp9"), 1, 1)
     with pytest.raises(ValueError, match="rear_axle_to_com_m"):
         VehicleParams(rear_axle_to_com_m=3.0)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from scene_fixtures import straight_scene
+from scenefactory.engines import EngineSpec
 from scenefactory.engines.mujoco_engine import MujocoEngine
 from scenefactory.evaluation.vehicle import validate_vehicle
 from scenefactory.tasks.driving.config import DrivingTaskConfig
@@ -81,7 +82,10 @@ def test_identical_seeds_give_identical_rollouts() -> None:
     runs = []
     for _ in range(2):
         env = DrivingEnv(
-            DrivingTaskConfig(num_worlds=2, agents_per_world=3), [scene], engine="mujoco", seed=7
+            DrivingTaskConfig(num_worlds=2, agents_per_world=3),
+            [scene],
+            engine=EngineSpec(tier="mujoco"),
+            seed=7,
         )
         gen = torch.Generator().manual_seed(3)
         trace = []
@@ -110,7 +114,9 @@ def test_partial_reset_leaves_other_worlds_untouched() -> None:
 def test_env_runs_on_mujoco_and_crash_is_a_collision() -> None:
     """The driving task on the physics tier: a head-on pair ends in COLLISION from contacts."""
     scene = straight_scene([(30.0, 0.0, 0.0, 6.0), (45.0, 0.0, np.pi, 6.0)], goal_s=40.0)
-    env = DrivingEnv(DrivingTaskConfig(num_worlds=1, agents_per_world=2), [scene], engine="mujoco")
+    env = DrivingEnv(
+        DrivingTaskConfig(num_worlds=1, agents_per_world=2), [scene], engine=EngineSpec(tier="mujoco")
+    )
     outcomes: list[int] = []
     for _ in range(30):
         res = env.step(torch.zeros(1, 2, 2))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -102,3 +103,44 @@ def test_convert_fills_the_cache_that_training_reads(
     monkeypatch.setattr(road_cache, "build_scene_roads", no_build)
     pool = build_pool(load_scene_dir(tmp_path / "out" / "json"), 4, 3.0, torch.device("cpu"))
     assert pool.num_scenes == 2
+
+
+BUILT_DIGESTS = {
+    2: {
+        "straight-0": "8c5d3ca3429925b6",
+        "intersection-2": "ec5bf0c53446c9d1",
+        "roundabout-4": "0cf032220edeadf1",
+    },
+}
+"""SHA-256 (first 16 hex digits) of what ``build_scene_roads`` makes of three procedural scenes, per
+``CACHE_VERSION``. Entries in a user's cache are keyed on the version: if what is built changes while
+the version stays, old entries would be read as if they were current (seen: entries written by
+earlier code held other index radii, and training on them gave other numbers)."""
+
+
+def test_what_is_built_is_pinned_to_the_cache_version() -> None:
+    assert road_cache.CACHE_VERSION in BUILT_DIGESTS, (
+        f"CACHE_VERSION {road_cache.CACHE_VERSION} has no pinned digests: add them to BUILT_DIGESTS"
+    )
+    wanted = BUILT_DIGESTS[road_cache.CACHE_VERSION]
+    for scene in procedural_scenes("train", 6, 4):
+        if scene.name not in wanted:
+            continue
+        r = build_scene_roads(scene.roadgraph, RoadParams())
+        h = hashlib.sha256()
+        for a in (
+            r.xy,
+            r.feat,
+            r.grid.origin_xy,
+            r.grid.values,
+            r.cells.origin_xy,
+            r.cells.order,
+            r.cells.counts,
+        ):
+            h.update(np.ascontiguousarray(a).tobytes())
+        h.update(np.ascontiguousarray(r.cells.radius).tobytes())
+        assert h.hexdigest()[:16] == wanted[scene.name], (
+            f"road data of {scene.name} is built differently from what CACHE_VERSION "
+            f"{road_cache.CACHE_VERSION} pinned: bump CACHE_VERSION (old cache entries would be read "
+            "as current) and pin the new digests"
+        )

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scenefactory.engines import EngineSpec
 from scenefactory.evaluation.rollout import EXPERT, evaluate
 from scenefactory.scenes.scene_json import load_scene, save_scene
 from scenefactory.scenes.womd.convert import (
@@ -59,7 +60,7 @@ def test_round_trip_json_and_expert_replay_on_both_engines(tmp_path: Path) -> No
     assert back.log is not None and np.array_equal(back.log.xy, scene.log.xy)  # type: ignore[union-attr]
     cfg = DrivingTaskConfig(num_worlds=1, agents_per_world=3, episode_length_s=3.0)
     for engine in ("kinematic", "mujoco"):
-        m, _ = evaluate(EXPERT, cfg, [back], engine=engine)
+        m, _ = evaluate(EXPERT, cfg, [back], engine=EngineSpec(tier=engine))
         assert m["episodes_with_log"] == 3
         assert m["log_divergence_m"] < 0.5, engine  # constant-speed straight logs are easy to follow
 

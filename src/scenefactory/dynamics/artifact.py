@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from scenefactory.checkpoint import require_finite_state, safe_torch_load
 from scenefactory.dynamics.correctors import MODEL_CLASSES, GroundedModel, Method
 from scenefactory.errors import CheckpointError
 from scenefactory.io import atomic_write_bytes, write_json
@@ -114,8 +115,6 @@ def load_grounding(folder: Path) -> tuple[GroundedModel, dict[str, Any]]:
             f"{w_path}: does not match field 'weights_sha256' of {cfg_path} (a different or damaged "
             f"weights file); re-run 'scenefactory ground'"
         )
-    from scenefactory.checkpoint import require_finite_state, safe_torch_load
-
     state = require_finite_state(safe_torch_load(w_path, blob), w_path, "weights", allow_empty=True)
     try:
         model.load_state_dict(state)

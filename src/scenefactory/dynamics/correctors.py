@@ -3,7 +3,9 @@
 Every grounded model maps a history of ``H = history_len`` abstract states (B, H, 6), actions
 (B, H, 2) (oldest first; the last action is the one being applied now), road friction (B,) and the
 physical knobs ``phys`` (B, :data:`~scenefactory.dynamics.physics.NUM_PHYS`) to the next abstract
-state (B, 6) — :meth:`GroundedModel.predict_next`. :meth:`GroundedModel.physics` says which knobs a
+state (B, 6) — :meth:`GroundedModel.predict_next`; :meth:`GroundedModel.predict` adds the reward
+estimate where a method has one, making every grounded model a
+:class:`~scenefactory.dynamics.history.HistoryModel`. :meth:`GroundedModel.physics` says which knobs a
 world gets at reset: constants, or a draw for domain randomization. The methods:
 
 - ``none`` (:class:`PhysicalBicycle` with the kinematic knobs): direct transfer, the baseline row;
@@ -96,6 +98,13 @@ class GroundedModel(nn.Module):
     ) -> torch.Tensor:
         """Next abstract state (B, 6); inputs (B, H, 6), (B, H, 2), (B,), (B, NUM_PHYS)."""
         raise NotImplementedError
+
+    def predict(
+        self, states: torch.Tensor, actions: torch.Tensor, friction: torch.Tensor, phys: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(next state (B, 6), reward estimate (B,) or None)``: the
+        :class:`~scenefactory.dynamics.history.HistoryModel` step; only ``history`` estimates rewards."""
+        return self.predict_next(states, actions, friction, phys), None
 
     def spec(self) -> dict[str, Any]:
         """Method-specific settings (JSON-ready); the weights travel separately."""
@@ -420,6 +429,12 @@ class HistoryCorrection(GroundedModel):
         self._check(states, actions)
         deltas, reward, _, _ = self.net.heads(history_features(states, actions, friction))
         return apply_deltas(states[:, -1], deltas), reward
+
+    def predict(
+        self, states: torch.Tensor, actions: torch.Tensor, friction: torch.Tensor, phys: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`predict_with_reward` (the method reads no knobs)."""
+        return self.predict_with_reward(states, actions, friction)
 
     def spec(self) -> dict[str, Any]:
         """Network size and history length."""

@@ -39,6 +39,7 @@ import torch
 
 from scenefactory.engines.base import VehicleState, check_actions, load_tensors_state
 from scenefactory.engines.mjbatch import BatchedSim
+from scenefactory.engines.spec import DEFAULT_PHYSICS_HZ
 from scenefactory.vehicles.car import CarIndex, CarParams, ackermann_angles, drive_ctrl, world_mjcf
 from scenefactory.vehicles.params import VehicleParams, actions_to_controls
 
@@ -81,7 +82,7 @@ class MujocoEngine:
         dt: float = 0.1,
         params: VehicleParams | None = None,
         device: str | torch.device = "cpu",
-        physics_hz: float = 120.0,
+        physics_hz: float = DEFAULT_PHYSICS_HZ,
         car: CarParams | None = None,
         nthread: int | None = None,
     ) -> None:
@@ -207,7 +208,7 @@ class MujocoEngine:
         self._accel[ids] = 0.0
         self._touch[ids] = False
         self._frozen[ids] = pose_np
-        self.sim.forward(ids)
+        self.sim.forward(np.unique(ids))  # mujoco.batch takes sorted ids; reset takes any order
         self._last_state = None
 
     def set_friction(self, world_ids: torch.Tensor, mu: torch.Tensor) -> None:

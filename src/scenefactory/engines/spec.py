@@ -4,11 +4,15 @@ An :class:`EngineSpec` names the tier and every tier-specific setting: the physi
 the model file (learned), the grounding folder (grounded), and the actuator lag (any tier). It is
 frozen and checked at construction, so a wrong value fails where it is written, with the field's
 name; :func:`~scenefactory.engines.make_engine` turns it into an engine for a number of worlds.
+Whether the model file or the folder exists is checked when the engine is built (a spec read
+back from an old checkpoint may name a file that has since moved).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +24,23 @@ DEFAULT_PHYSICS_HZ = 120.0
 TIERS = ("kinematic", "mujoco", "learned", "grounded")
 """The engine tiers, from the abstract kinematic bicycle to the physics tier and its learned models."""
 
+_FILES = (
+    # (field, the tier that reads it, its CLI flag, what it is)
+    ("dynamics_model", "learned", "--dynamics-model", "a model.pt from 'scenefactory fit-dynamics'"),
+    ("grounding", "grounded", "--grounding", "a folder from 'scenefactory ground'"),
+)
+
 
 @dataclass(frozen=True)
 class EngineSpec:
     """Which engine, with what settings.
 
     - ``tier``: one of :data:`TIERS`.
-    - ``physics_hz``: mujoco physics rate [Hz] (other tiers step once per policy step).
-    - ``dynamics_model``: the learned tier's ``model.pt`` (``scenefactory fit-dynamics``).
-    - ``grounding``: the grounded tier's folder (``scenefactory ground``).
-    - ``action_lag_steps``: actions applied that many policy steps late (any tier).
+    - ``physics_hz``: mujoco physics rate [Hz], finite and > 0 (other tiers step once per policy step).
+    - ``dynamics_model``: the learned tier's ``model.pt`` (``scenefactory fit-dynamics``); required
+      by that tier, refused by the others. A ``str`` is turned into a ``Path``.
+    - ``grounding``: the grounded tier's folder (``scenefactory ground``); likewise.
+    - ``action_lag_steps``: actions applied that many policy steps late (any tier), an integer >= 0.
     """
 
     tier: str = "kinematic"
@@ -39,41 +50,64 @@ class EngineSpec:
     action_lag_steps: int = 0
 
     def __post_init__(self) -> None:
-        """Reject an unknown tier, a non-positive rate, a bad lag, and a file the tier does not read."""
+        """Reject an unknown tier, a bad rate or lag, a missing file, and a file the tier does not read."""
         if self.tier not in TIERS:
             raise UserError(f"unknown engine '{self.tier}': expected one of {sorted(TIERS)}")
-        if isinstance(self.physics_hz, bool) or not float(self.physics_hz) > 0:
-            raise UserError(f"physics rate must be positive, got {self.physics_hz} Hz")
+        hz = self.physics_hz
+        if isinstance(hz, bool) or not isinstance(hz, int | float) or not (math.isfinite(hz) and hz > 0):
+            raise UserError(f"physics rate must be a positive number of Hz, got {hz!r}")
         lag = self.action_lag_steps
         if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
             raise UserError(f"--action-lag-steps must be an integer >= 0, got {lag!r}")
-        for name, tier, flag, source in (
-            ("dynamics_model", "learned", "--dynamics-model", "a model.pt from 'scenefactory fit-dynamics'"),
-            ("grounding", "grounded", "--grounding", "a folder from 'scenefactory ground'"),
-        ):
+        for name, tier, flag, source in _FILES:
             value = getattr(self, name)
             if value is not None:
+                if not isinstance(value, str | Path):
+                    raise UserError(f"{flag} must be a path, got {value!r}")
                 object.__setattr__(self, name, Path(value))
                 if self.tier != tier:
                     raise UserError(f"{flag} applies to --engine {tier}, not to --engine {self.tier}")
             elif self.tier == tier:
                 raise UserError(f"--engine {tier} needs {flag} PATH ({source})")
-        object.__setattr__(self, "physics_hz", float(self.physics_hz))
+        object.__setattr__(self, "physics_hz", float(hz))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (paths as strings) for checkpoints and reports."""
+        """Plain data (paths as strings) for checkpoints and reports; :meth:`from_dict` reads it back."""
         d = asdict(self)
-        for name in ("dynamics_model", "grounding"):
+        for name, *_ in _FILES:
             if d[name] is not None:
                 d[name] = str(d[name])
         return d
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EngineSpec:
-        """Inverse of :meth:`to_dict`; an unknown field is a ``UserError`` naming it."""
-        unknown = sorted(set(data) - {f for f in cls.__dataclass_fields__})
+    def from_dict(cls, data: Mapping[str, Any]) -> EngineSpec:
+        """Inverse of :meth:`to_dict` (absent fields take their defaults); an unknown field or a
+        value that does not check is a ``UserError`` naming it."""
+        if not isinstance(data, Mapping):
+            raise UserError(f"an engine spec must be an object of its fields, got {data!r}")
+        names = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(data) - set(names))
         if unknown:
-            raise UserError(
-                f"engine spec has unknown fields {unknown}; expected {sorted(cls.__dataclass_fields__)}"
-            )
+            raise UserError(f"engine spec has unknown fields {unknown}; expected {names}")
         return cls(**data)
+
+    @classmethod
+    def from_flat(cls, data: Mapping[str, Any]) -> EngineSpec:
+        """The spec of an older flat record: keys ``engine`` (the tier), ``physics_hz``,
+        ``dynamics_model``, ``grounding``, ``action_lag_steps`` beside other keys, which are ignored
+        (training specs and dataset metadata written before the engine was one field).
+
+        A key that is absent or ``None`` takes the default (``physics_hz`` was ``None`` for the
+        kinematic tier). Those records could keep a ``dynamics_model`` beside another tier, which
+        that tier never read; it is left out here, as it was then.
+        """
+        if not isinstance(data, Mapping):
+            raise UserError(f"expected an object holding 'engine' and its settings, got {data!r}")
+        given = {
+            f.name: data[f.name] for f in fields(cls) if f.name != "tier" and data.get(f.name) is not None
+        }
+        if data.get("engine") is not None:
+            given["tier"] = data["engine"]
+        if given.get("tier") != "learned":
+            given.pop("dynamics_model", None)
+        return cls(**given)

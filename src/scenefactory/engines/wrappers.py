@@ -65,8 +65,13 @@ class LaggedEngine:
         return {"queue": self._queue.detach().cpu().clone(), "inner": self.inner.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
+        """Restore :meth:`state_dict`; a state the wrapped engine refuses leaves the queue as it was."""
         if "inner" not in state:
             raise ValueError("LaggedEngine state lacks 'inner'")
+        queue = self._queue
         load_tensors_state(self, {"_queue": state.get("queue")}, ("_queue",))
-        self.inner.load_state_dict(state["inner"])
+        try:
+            self.inner.load_state_dict(state["inner"])
+        except ValueError:
+            self._queue = queue
+            raise

@@ -36,8 +36,9 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+from tensordict import TensorDict
 
-from scenefactory.engines import DEFAULT_PHYSICS_HZ
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.rl.ppo import PPOConfig, build_actor
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.scenes.scene import Scene
@@ -60,7 +61,7 @@ def machine_info() -> dict[str, Any]:
 
 
 def bench_drive(
-    engine: str,
+    engine: EngineSpec,
     worlds: int,
     agents: int,
     baseline: bool = False,
@@ -68,18 +69,15 @@ def bench_drive(
     warmup: int = 5,
     seed: int = 0,
     num_scenes: int = 24,
-    physics_hz: float = DEFAULT_PHYSICS_HZ,
     policy_hz: float = 10.0,
-    dynamics_model: str | None = None,
-    grounding: str | None = None,
-    action_lag_steps: int = 0,
     scenes: Sequence[Scene] | None = None,
     scene_source: str = "procedural",
     min_active_fraction: float = 0.0,
 ) -> dict[str, Any]:
-    """Measure CASPS; returns the JSON-ready result (see the module docstring). ``scenes`` (e.g. a
-    converted folder, named by ``scene_source``) replace the ``num_scenes`` procedural ones;
-    ``min_active_fraction`` is the task's reset policy (``DrivingTaskConfig``)."""
+    """Measure CASPS on ``engine``; returns the JSON-ready result (see the module docstring), with
+    ``engine`` the tier and ``engine_spec`` the whole spec. ``scenes`` (e.g. a converted folder,
+    named by ``scene_source``) replace the ``num_scenes`` procedural ones; ``min_active_fraction``
+    is the task's reset policy (``DrivingTaskConfig``)."""
     task = DrivingTaskConfig(
         num_worlds=worlds,
         agents_per_world=agents,
@@ -94,12 +92,11 @@ def bench_drive(
         scene_info = describe_scenes(scenes, agents, task.observations.road_point_spacing_m)
     torch.manual_seed(seed)
     run = _bench_baseline if baseline else _bench_vectorized
-    result = run(
-        task, scenes, engine, steps, warmup, seed, physics_hz, dynamics_model, grounding, action_lag_steps
-    )
+    result = run(task, scenes, engine, steps, warmup, seed)
     result.update(
         {
-            "engine": engine,
+            "engine": engine.tier,
+            "engine_spec": engine.to_dict(),
             "worlds": worlds,
             "agents_per_world": agents,
             "baseline": baseline,
@@ -107,10 +104,6 @@ def bench_drive(
             "warmup": warmup,
             "dt_s": task.dt_s,
             "policy_hz": policy_hz,
-            "physics_hz": physics_hz if engine == "mujoco" else None,
-            "dynamics_model": dynamics_model if engine == "learned" else None,
-            "grounding": grounding if engine == "grounded" else None,
-            "action_lag_steps": action_lag_steps,
             "seed": seed,
             "num_scenes": len(scenes),
             "scene_source": scene_source,
@@ -146,28 +139,13 @@ def describe_scenes(scenes: Sequence[Scene], k: int, spacing_m: float) -> dict[s
 def _bench_vectorized(
     task: DrivingTaskConfig,
     scenes: list,
-    engine: str,
+    engine: EngineSpec,
     steps: int,
     warmup: int,
     seed: int,
-    physics_hz: float,
-    dynamics_model: str | None = None,
-    grounding: str | None = None,
-    action_lag_steps: int = 0,
 ) -> dict[str, Any]:
-    env = DrivingEnv(
-        task,
-        scenes,
-        engine=engine,
-        seed=seed,
-        physics_hz=physics_hz,
-        dynamics_model=dynamics_model,
-        grounding=grounding,
-        action_lag_steps=action_lag_steps,
-    )
+    env = DrivingEnv(task, scenes, engine=engine, seed=seed)
     actor = build_actor(env.obs_dim, PPOConfig())
-    from tensordict import TensorDict
-
     n = env.num_worlds * env.agents_per_world
     obs = env.observations()
     active = 0
@@ -194,14 +172,10 @@ def _bench_vectorized(
 def _bench_baseline(
     task: DrivingTaskConfig,
     scenes: list,
-    engine: str,
+    engine: EngineSpec,
     steps: int,
     warmup: int,
     seed: int,
-    physics_hz: float,
-    dynamics_model: str | None = None,
-    grounding: str | None = None,
-    action_lag_steps: int = 0,
 ) -> dict[str, Any]:
     one = replace(task, num_worlds=1)
     oc = task.observations
@@ -215,23 +189,8 @@ def _bench_baseline(
         num_road_points=oc.num_road_points,
         road_point_range_m=oc.road_point_range_m,
     )
-    envs = [
-        DrivingEnv(
-            one,
-            scenes,
-            engine=engine,
-            seed=seed + w,
-            pool=pool,
-            physics_hz=physics_hz,
-            dynamics_model=dynamics_model,
-            grounding=grounding,
-            action_lag_steps=action_lag_steps,
-        )
-        for w in range(task.num_worlds)
-    ]
+    envs = [DrivingEnv(one, scenes, engine=engine, seed=seed + w, pool=pool) for w in range(task.num_worlds)]
     actor = build_actor(envs[0].obs_dim, PPOConfig())
-    from tensordict import TensorDict
-
     k = task.agents_per_world
     active = 0
     valid = 0

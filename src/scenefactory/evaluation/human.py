@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.engines.base import Engine
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.evaluation.rollout import EXPERT, evaluate
+from scenefactory.io import atomic_write_text
 from scenefactory.scenes.scene import ReplayLog, Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
@@ -145,13 +146,9 @@ def describe_counts(counts: Mapping[str, Any]) -> str:
 def human_baseline(
     task: DrivingTaskConfig,
     scenes: Sequence[Scene],
-    engine: str | Engine,
+    engine: EngineSpec | Engine,
     num_worlds: int = 64,
     seed: int = 0,
-    physics_hz: float = DEFAULT_PHYSICS_HZ,
-    dynamics_model: str | None = None,
-    grounding: str | None = None,
-    action_lag_steps: int = 0,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The logged drivers' metrics on ``scenes`` (already fitted to ``task``'s K, see
@@ -165,10 +162,6 @@ def human_baseline(
         num_worlds=num_worlds,
         seed=seed,
         progress=progress,
-        physics_hz=physics_hz,
-        dynamics_model=dynamics_model,
-        grounding=grounding,
-        action_lag_steps=action_lag_steps,
     )
     metrics["policy"] = EXPERT
     return metrics
@@ -205,11 +198,11 @@ def write_figures(
 ) -> Path:
     """Write ``metrics.md``: :func:`figures_markdown` of ``policy`` (``label``) beside the logged
     drivers' ``human`` figures, and the agent counts (:func:`describe_counts`) of whichever holds them."""
-    from scenefactory.io import atomic_write_text
-
     given = [m for m in (policy, human) if m is not None]
     counts = next((m["agents"] for m in given if "agents" in m), None)
     engine = next((m["engine"] for m in given if m.get("engine")), "?")
+    if isinstance(engine, Mapping):  # an EngineSpec.to_dict()
+        engine = engine.get("tier", "?")
     text = f"# Evaluation figures ({engine})\n\n" + figures_markdown(policy, human, label)
     if counts is not None:
         text += f"\nAgents: {describe_counts(counts)}.\n"

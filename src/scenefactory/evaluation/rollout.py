@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from scenefactory.engines import DEFAULT_PHYSICS_HZ
 from scenefactory.engines.base import Engine
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
@@ -45,17 +45,14 @@ def evaluate(
     policy: PolicyFn | str,
     task_cfg: DrivingTaskConfig,
     scenes: Sequence[Scene],
-    engine: str | Engine = "kinematic",
+    engine: EngineSpec | Engine = EngineSpec(),
     num_worlds: int = 64,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
-    physics_hz: float = DEFAULT_PHYSICS_HZ,
-    dynamics_model: str | None = None,
-    grounding: str | None = None,
-    action_lag_steps: int = 0,
 ) -> tuple[dict[str, Any], EpisodeLog]:
     """Play every scene exactly once (worlds take them in order, each under its own road condition)
-    and summarize the agent-episodes.
+    on ``engine`` (a spec, built for the evaluation's worlds, or a built engine of
+    ``min(num_worlds, len(scenes))`` worlds) and summarize the agent-episodes.
 
     Returns ``(metrics, log)``; ``metrics`` adds ``scenes`` (world-episodes played) to
     :func:`~scenefactory.tasks.driving.metrics.summarize`'s keys.
@@ -75,10 +72,6 @@ def evaluate(
         engine=engine,
         seed=seed,
         sequential_scenes=True,
-        physics_hz=physics_hz,
-        dynamics_model=dynamics_model,
-        grounding=grounding,
-        action_lag_steps=action_lag_steps,
     )
     log = EpisodeLog()
     completed = 0
@@ -102,26 +95,12 @@ def record_episodes(
     policy: PolicyFn | str,
     task_cfg: DrivingTaskConfig,
     scenes: Sequence[Scene],
-    engine: str | Engine = "kinematic",
+    engine: EngineSpec | Engine = EngineSpec(),
     seed: int = 0,
-    physics_hz: float = DEFAULT_PHYSICS_HZ,
-    dynamics_model: str | None = None,
-    grounding: str | None = None,
-    action_lag_steps: int = 0,
 ) -> list[EpisodeRecord]:
     """Play one episode per scene (one world each, in parallel) and record every step for rendering."""
     cfg = replace(task_cfg, num_worlds=len(scenes), water_film_randomization_mm=None, min_active_fraction=0.0)
-    env = DrivingEnv(
-        cfg,
-        scenes,
-        engine=engine,
-        seed=seed,
-        sequential_scenes=True,
-        physics_hz=physics_hz,
-        dynamics_model=dynamics_model,
-        grounding=grounding,
-        action_lag_steps=action_lag_steps,
-    )
+    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True)
     w = env.num_worlds
     st = env.engine.state()
     frames: list[tuple[np.ndarray, ...]] = [

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from scenefactory.evaluation.plots import save_png
 from scenefactory.io import atomic_write_text, write_json
 
@@ -65,11 +67,11 @@ def transfer_table(result: Mapping[str, Any]) -> str:
 
 def plot_transfer(result: Mapping[str, Any], path: Path) -> Path:
     """Grouped bars of goal reach with 95 % CIs: one group per training tier, one bar per evaluation."""
+    # pyplot only here, after choosing the headless backend
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     trained, evaluated = result["trained_on"], result["evaluated_on"]
     width = 0.8 / len(evaluated)

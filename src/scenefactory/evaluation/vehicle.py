@@ -31,7 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from scenefactory.engines.mujoco_engine import MujocoEngine
+from scenefactory.engines import make_engine
+from scenefactory.engines.base import Engine
+from scenefactory.engines.spec import EngineSpec
+from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS, RoadCondition
 from scenefactory.vehicles.car import GRAVITY_MPS2
 from scenefactory.vehicles.params import VehicleParams
@@ -42,18 +45,18 @@ BRAKE_SPEED_MPS = 20.0
 KMH100_MPS = 100.0 / 3.6
 
 
-def _engine(n: int, physics_hz: float, params: VehicleParams) -> MujocoEngine:
-    return MujocoEngine(n, 1, dt=1.0 / POLICY_HZ, params=params, physics_hz=physics_hz, nthread=1)
+def _engine(n: int, spec: EngineSpec, params: VehicleParams) -> Engine:
+    return make_engine(spec, n, 1, dt=1.0 / POLICY_HZ, params=params)
 
 
-def _start(engine: MujocoEngine, mu: np.ndarray, speed: float) -> None:
+def _start(engine: Engine, mu: np.ndarray, speed: float) -> None:
     n = engine.num_worlds
     ids = torch.arange(n)
     engine.set_friction(ids, torch.as_tensor(mu, dtype=torch.float32))
     engine.reset(ids, torch.zeros(n, 1, 3), torch.full((n, 1), speed), torch.ones(n, 1, dtype=torch.bool))
 
 
-def _run(engine: MujocoEngine, action: tuple[float, float], seconds: float) -> dict[str, np.ndarray]:
+def _run(engine: Engine, action: tuple[float, float], seconds: float) -> dict[str, np.ndarray]:
     """Hold ``action`` for ``seconds``; returns time series (T, n) of position, speed, yaw rate."""
     n = engine.num_worlds
     act = torch.tensor(action, dtype=torch.float32).expand(n, 1, 2).clone()
@@ -94,24 +97,37 @@ def lateral_acceleration(vx: np.ndarray, vy: np.ndarray, dt: float, window: int 
 
 
 def validate_vehicle(
-    conditions: Sequence[str] = DEFAULT_CONDITIONS, physics_hz: float = 120.0
+    conditions: Sequence[str] = DEFAULT_CONDITIONS, engine: EngineSpec = EngineSpec(tier="mujoco")
 ) -> dict[str, Any]:
-    """Run the three manoeuvres for each named road condition (``friction.PRESETS``)."""
+    """Run the three manoeuvres for each named road condition (``friction.PRESETS``) on ``engine``,
+    a spec of the physics tier (its rate and any actuator lag as given); the result names it
+    (``engine_spec``) and its ``physics_hz``."""
+    if engine.tier != "mujoco":
+        raise UserError(
+            f"vehicle validation drives the physics tier: expected an engine spec of tier 'mujoco', "
+            f"got '{engine.tier}' (the checks measure tyre-limited braking and cornering)"
+        )
+    physics_hz = engine.physics_hz
     conds: list[RoadCondition] = [PRESETS[c] for c in conditions]
     mu = np.array([c.mu for c in conds])
     params = VehicleParams()
     n = len(conds)
-    out: dict[str, Any] = {"physics_hz": physics_hz, "policy_hz": POLICY_HZ, "conditions": {}}
+    out: dict[str, Any] = {
+        "engine_spec": engine.to_dict(),
+        "physics_hz": physics_hz,
+        "policy_hz": POLICY_HZ,
+        "conditions": {},
+    }
 
-    brake = _engine(n, physics_hz, params)
+    brake = _engine(n, engine, params)
     _start(brake, mu, BRAKE_SPEED_MPS)
     b = _run(brake, (0.0, -1.0), 1.5 * BRAKE_SPEED_MPS / (GRAVITY_MPS2 * mu.min()) + 2.0)
 
-    fast = _engine(n, physics_hz, replace(params, max_speed_mps=80.0))
+    fast = _engine(n, engine, replace(params, max_speed_mps=80.0))
     _start(fast, mu, 0.0)
     a = _run(fast, (0.0, 1.0), 30.0)
 
-    circle = _engine(n, physics_hz, replace(params, max_speed_mps=80.0))
+    circle = _engine(n, engine, replace(params, max_speed_mps=80.0))
     _start(circle, mu, 2.0)
     c = _run(circle, (0.25, 0.25), 25.0)  # 0.25 · 4 m/s² = 1 m/s² speed ramp
 
@@ -160,6 +176,7 @@ def validate_vehicle(
 
 def plot_validation(result: dict[str, Any], path: Path) -> Path:
     """Four panels: braking distance vs prediction, speed traces, top speed, lateral limit vs μ."""
+    # pyplot only here, after choosing the headless backend
     import matplotlib
 
     matplotlib.use("Agg")

@@ -17,9 +17,10 @@ seed, policy mix, counts). Every shard holds N transitions of single agents, fla
 Collection (:func:`collect`) drives the task's worlds with a mix of policies — a trained one (if a
 checkpoint is given), the same with Gaussian action noise, and a smooth random one (an
 Ornstein–Uhlenbeck process) — each world keeping one policy kind, over road conditions drawn per
-world reset (``water_film_randomization_mm``) on the scenes' surfaces. ``action_lag_steps`` wraps the
-engine in :class:`~scenefactory.engines.wrappers.LaggedEngine` (an actuator lag; the recorded
-action is the one the policy sent).
+world reset (``water_film_randomization_mm``) on the scenes' surfaces, on the engine an
+:class:`~scenefactory.engines.spec.EngineSpec` describes (``meta.json`` keeps it whole as
+``engine_spec``, and its tier as ``engine``); with an actuator lag in the spec the recorded action
+is the one the policy sent.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 
 from scenefactory.engines.base import VehicleState
+from scenefactory.engines.spec import TIERS, EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.io import atomic_write_bytes, show_value, write_json
 from scenefactory.scenes.library import procedural_scenes
@@ -74,7 +76,7 @@ class _OrnsteinUhlenbeck:
 
 def collect(
     out: Path,
-    engine: str = "mujoco",
+    engine: EngineSpec = EngineSpec(tier="mujoco"),
     worlds: int = 32,
     agents: int = 4,
     steps: int = 200,
@@ -82,24 +84,19 @@ def collect(
     checkpoint: str | Path | None = None,
     water_film_mm: tuple[float, float] = (0.0, 5.0),
     shard_size: int = 50_000,
-    physics_hz: float = 120.0,
     noise_std: float = 0.3,
     num_scenes: int = 60,
     progress: Callable[[int, int], None] | None = None,
-    action_lag_steps: int = 0,
-    dynamics_model: str | None = None,
-    grounding: str | None = None,
 ) -> dict[str, Any]:
-    """Record ``steps`` policy steps of ``worlds × agents`` agents into shards under ``out``
-    (``dynamics_model``/``grounding``: the model of ``engine`` learned/grounded)."""
+    """Record ``steps`` policy steps of ``worlds × agents`` agents on ``engine`` into shards under
+    ``out``; returns the metadata written to ``meta.json``."""
     if min(worlds, agents, steps, shard_size) < 1:
         raise UserError("--worlds, --agents, --steps and the shard size must be positive")
-    if action_lag_steps < 0:
-        raise UserError(f"--action-lag-steps must be >= 0, got {action_lag_steps}")
     policy_fn = None
     kinds = ("noisy", "random") if checkpoint is None else POLICY_KINDS
     if checkpoint is not None:
-        from scenefactory.rl.ppo import load_policy
+        # the rl layer brings tensordict and rsl-rl (about 2 s to import): loaded only for a trained policy
+        from scenefactory.rl.driving import load_policy
 
         loaded = load_policy(checkpoint)
         policy_fn = loaded.act
@@ -108,16 +105,7 @@ def collect(
         task = DrivingTaskConfig(num_worlds=worlds, agents_per_world=agents)
     task = replace(task, water_film_randomization_mm=water_film_mm)
     scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
-    env = DrivingEnv(
-        task,
-        scenes,
-        engine=engine,
-        seed=seed,
-        physics_hz=physics_hz,
-        action_lag_steps=action_lag_steps,
-        dynamics_model=dynamics_model,
-        grounding=grounding,
-    )
+    env = DrivingEnv(task, scenes, engine=engine, seed=seed)
     g = torch.Generator().manual_seed(seed)
     world_kind = torch.tensor([POLICY_KINDS.index(kinds[w % len(kinds)]) for w in range(worlds)])
     ou = _OrnsteinUhlenbeck((worlds, agents, 2), g)
@@ -174,11 +162,8 @@ def collect(
     flush()
     meta = {
         "format": DATASET_FORMAT,
-        "engine": engine,
-        "physics_hz": physics_hz if engine != "kinematic" else None,
-        "action_lag_steps": action_lag_steps,
-        "dynamics_model": dynamics_model,
-        "grounding": grounding,
+        "engine": engine.tier,
+        "engine_spec": engine.to_dict(),
         "policy_dt_s": task.dt_s,
         "vehicle": asdict(task.vehicle),
         "state_fields": list(STATE_FIELDS),
@@ -295,12 +280,25 @@ def _check_meta(meta: dict[str, Any], meta_path: Path) -> VehicleParams:
     engine = meta.get("engine")
     if engine is not None and not isinstance(engine, str):
         raise UserError(f"{meta_path}: field 'engine': expected an engine name, got {_show(engine)}")
-    lag = meta.get("action_lag_steps", 0)
-    if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
-        raise UserError(
-            f"{meta_path}: field 'action_lag_steps': expected a whole number >= 0, got {_show(lag)}"
-        )
+    engine_spec(meta, meta_path)
     return params
+
+
+def engine_spec(meta: dict[str, Any], meta_path: Path) -> EngineSpec | None:
+    """The engine a dataset was recorded on: ``engine_spec`` of its ``meta.json`` (``meta_path``),
+    or, for a dataset collected before that field, the older flat fields (``engine`` and its
+    settings) when ``engine`` names a tier; ``None`` for other sources (logs, a bare engine).
+    A spec that does not check is a ``UserError`` naming the file and field."""
+    if meta.get("engine_spec") is not None:
+        field, read = "engine_spec", lambda: EngineSpec.from_dict(meta["engine_spec"])
+    elif meta.get("engine") in TIERS:
+        field, read = "engine", lambda: EngineSpec.from_flat(meta)
+    else:
+        return None
+    try:
+        return read()
+    except UserError as exc:
+        raise UserError(f"{meta_path}: field '{field}': {exc}") from None
 
 
 def _read_shard(path: Path) -> dict[str, np.ndarray]:

@@ -52,7 +52,7 @@ from scenefactory.dynamics.correctors import (
 from scenefactory.dynamics.models import DynamicsModel, body_deltas, history_features
 from scenefactory.dynamics.physics import BicycleCorrection, DomainRanges, corrected_bicycle_step
 from scenefactory.errors import UserError
-from scenefactory.grounding.dataset import load_transitions
+from scenefactory.grounding.dataset import engine_spec, load_transitions
 from scenefactory.grounding.fit import (
     Histories,
     StepFn,
@@ -435,6 +435,7 @@ def ground(
     }
     if isinstance(model, HistoryCorrection) and reward is not None:
         heldout.update(_reward_errors(model, h, reward, train, held))
+    spec = engine_spec(meta, data_dir / "meta.json")  # what the target data was recorded on, if known
     info = {
         "budget_transitions": int(sel.sum()),
         "budget_requested": cfg.budget,
@@ -443,7 +444,7 @@ def ground(
         "data": {
             "path": str(data_dir),
             "engine": meta.get("engine"),
-            "action_lag_steps": meta.get("action_lag_steps", 0),
+            "engine_spec": None if spec is None else spec.to_dict(),
             "transitions": len(h.episode),
         },
         "fit": fit,

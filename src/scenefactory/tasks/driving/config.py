@@ -15,14 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from scenefactory.tasks.driving import rewards as r
+from scenefactory.tasks.driving.context import StepContext
 from scenefactory.vehicles.params import VehicleParams
-
-if TYPE_CHECKING:
-    from scenefactory.tasks.driving.context import StepContext
 
 
 @dataclass(frozen=True)
@@ -86,8 +85,6 @@ class FrictionChange:
 
 
 def _default_rewards() -> tuple[RewardTerm, ...]:
-    from scenefactory.tasks.driving import rewards as r
-
     return (
         RewardTerm("progress", r.route_progress, 0.2),
         RewardTerm("goal", r.goal_reached, 10.0),
@@ -181,8 +178,6 @@ def with_traffic_signals(cfg: DrivingTaskConfig) -> DrivingTaskConfig:
     """``cfg`` with traffic signals on: the signal observation and the red-light and stop-sign
     penalty terms (weights :data:`RED_LIGHT_WEIGHT`, :data:`STOP_SIGN_WEIGHT`); terms already there
     are kept as they are."""
-    from scenefactory.tasks.driving import rewards as r
-
     names = {t.name for t in cfg.rewards}
     extra = tuple(
         t
@@ -215,16 +210,14 @@ def task_config_to_dict(cfg: DrivingTaskConfig) -> dict[str, Any]:
 
 def task_config_from_dict(data: dict[str, Any]) -> DrivingTaskConfig:
     """Inverse of :func:`task_config_to_dict`; unknown reward functions are an error."""
-    from scenefactory.tasks.driving.rewards import REWARD_FUNCTIONS
-
     data = dict(data)
     terms = []
     for t in data.pop("rewards"):
-        if t["fn"] not in REWARD_FUNCTIONS:
+        if t["fn"] not in r.REWARD_FUNCTIONS:
             raise ValueError(
-                f"unknown reward function '{t['fn']}', expected one of {sorted(REWARD_FUNCTIONS)}"
+                f"unknown reward function '{t['fn']}', expected one of {sorted(r.REWARD_FUNCTIONS)}"
             )
-        terms.append(RewardTerm(t["name"], REWARD_FUNCTIONS[t["fn"]], float(t["weight"])))
+        terms.append(RewardTerm(t["name"], r.REWARD_FUNCTIONS[t["fn"]], float(t["weight"])))
     wf = data.pop("water_film_randomization_mm", None)
     fc = data.pop("friction_change", None)
     obs = dict(data.pop("observations"))

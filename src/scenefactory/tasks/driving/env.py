@@ -39,8 +39,9 @@ import numpy as np
 import torch
 
 from scenefactory.dynamics.bicycle import wrap_angle
-from scenefactory.engines import DEFAULT_PHYSICS_HZ, make_engine
+from scenefactory.engines import make_engine
 from scenefactory.engines.base import Engine, VehicleState, load_tensors_state, tensors_state
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.scenes.friction import friction_array
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving import observations as obs_terms
@@ -134,17 +135,17 @@ class DrivingEnv:
         self,
         cfg: DrivingTaskConfig,
         scenes: Sequence[Scene],
-        engine: str | Engine = "kinematic",
+        engine: EngineSpec | Engine = EngineSpec(),
         seed: int = 0,
         device: str | torch.device = "cpu",
         sequential_scenes: bool = False,
         pool: ScenePool | None = None,
-        physics_hz: float = DEFAULT_PHYSICS_HZ,
-        dynamics_model: str | None = None,
-        grounding: str | None = None,
-        action_lag_steps: int = 0,
     ) -> None:
         """Build the scene pool and the engine; worlds start on scenes drawn with ``seed``.
+
+        ``engine`` is built for the task (its worlds, agents, policy step and car) from an
+        :class:`~scenefactory.engines.spec.EngineSpec`, or given built: then its worlds, agents
+        and step must be the task's.
 
         With ``sequential_scenes`` worlds take the pool's scenes in order (evaluation); otherwise
         each reset draws a scene uniformly at random (training). A prebuilt ``pool`` of ``scenes``
@@ -155,18 +156,12 @@ class DrivingEnv:
         w, k = cfg.num_worlds, cfg.agents_per_world
         self.num_worlds, self.agents_per_world = w, k
         if isinstance(engine, str):
-            engine = make_engine(
-                engine,
-                w,
-                k,
-                dt=cfg.dt_s,
-                params=cfg.vehicle,
-                device=self.device,
-                physics_hz=physics_hz,
-                dynamics_model=dynamics_model,
-                grounding=grounding,
-                action_lag_steps=action_lag_steps,
+            raise TypeError(
+                f"DrivingEnv takes an EngineSpec or a built Engine, got the name {engine!r} "
+                f"(use EngineSpec(tier={engine!r}))"
             )
+        if isinstance(engine, EngineSpec):
+            engine = make_engine(engine, w, k, dt=cfg.dt_s, params=cfg.vehicle, device=self.device)
         if (engine.num_worlds, engine.agents_per_world) != (w, k):
             raise ValueError(
                 f"engine has {engine.num_worlds} x {engine.agents_per_world} agents, task wants {w} x {k}"
