@@ -28,6 +28,9 @@ from scene_fixtures import straight_scene
 from scenefactory.cli import main
 from scenefactory.evaluation.rollout import evaluate
 from scenefactory.jobs import drive
+from scenefactory.rl.driving import Trainer
+from scenefactory.rl.driving_spec import TrainSpec
+from scenefactory.rl.ppo import PPOConfig
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.scenes.scene import AgentLog, Scene
 from scenefactory.scenes.scene_json import save_scene
@@ -286,8 +289,6 @@ def test_agents_auto_needs_a_scene_folder(cli_error: Callable[..., str], tmp_pat
 
 def test_training_history_reports_the_active_slot_fraction(tmp_path: Path, one_torch_thread: None) -> None:
     # One scene of 3 agents in worlds of 4 slots: at most 3/4 of the slot-steps are decisions.
-    from scenefactory.rl.ppo import PPOConfig, Trainer, TrainSpec
-
     scene = straight_scene([(10.0, 0.0, 0.0, 5.0), (40.0, 0.0, 0.0, 5.0), (100.0, 3.5, np.pi, 5.0)])
     task = DrivingTaskConfig(num_worlds=2, agents_per_world=4)
     spec = TrainSpec(task=task, ppo=PPOConfig(num_steps_per_env=8), iterations=1, num_train_scenes=0)

@@ -12,15 +12,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scenefactory.checkpoint import load_checkpoint, save_checkpoint, to_plain
-from scenefactory.errors import CheckpointError
+from scenefactory.checkpoint import load_checkpoint, safe_torch_load, save_checkpoint, to_plain
+from scenefactory.engines.spec import EngineSpec
+from scenefactory.errors import CheckpointError, UserError
+from scenefactory.go1.config import Go1TaskConfig
+from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config
+from scenefactory.grounding.dataset import _read_shard
 from scenefactory.io import atomic_write_bytes
-from scenefactory.rl.ppo import PPOConfig, Trainer, TrainSpec, load_policy
+from scenefactory.rl.driving import Trainer, load_policy
+from scenefactory.rl.driving_spec import TrainSpec, engine_of_saved_spec, resume_checkpoint
+from scenefactory.rl.ppo import PPOConfig
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
@@ -50,7 +57,7 @@ def _malicious(path: Path, marker: Path, legacy: bool = False) -> Path:
     return path
 
 
-def _tiny_spec(iterations: int, engine: str = "kinematic", seed: int = 1) -> TrainSpec:
+def _tiny_spec(iterations: int, engine: EngineSpec = EngineSpec(), seed: int = 1) -> TrainSpec:
     task = DrivingTaskConfig(num_worlds=3, agents_per_world=2, episode_length_s=3.0)
     ppo = PPOConfig(num_steps_per_env=8, num_mini_batches=2, num_learning_epochs=2, save_interval=2)
     return TrainSpec(task=task, ppo=ppo, engine=engine, iterations=iterations, seed=seed, num_train_scenes=4)
@@ -120,12 +127,6 @@ def test_every_command_refuses_a_malicious_checkpoint(
 
 
 def test_grounding_weights_and_dataset_shards_are_never_unpickled(tmp_path: Path) -> None:
-    import numpy as np
-
-    from scenefactory.checkpoint import safe_torch_load
-    from scenefactory.errors import UserError
-    from scenefactory.grounding.dataset import _read_shard
-
     marker = tmp_path / "pwned"
     evil = _malicious(tmp_path / "weights.pt", marker)
     with pytest.raises(CheckpointError, match="refused"):
@@ -157,8 +158,6 @@ def test_every_checkpoint_written_is_plain_data(trained: Path) -> None:
 
 
 def test_save_refuses_objects_and_converts_numpy() -> None:
-    import numpy as np
-
     assert to_plain({"a": np.float64(1.5), "b": [np.int32(2)]}) == {"a": 1.5, "b": [2]}
     assert type(to_plain({"a": np.float64(1.5)})["a"]) is float
     with pytest.raises(TypeError, match=r"checkpoint\.cfg is a .*Path"):
@@ -336,7 +335,7 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 def test_a_killed_and_resumed_run_is_bit_identical(engine: str, tmp_path: Path) -> None:
     """Run A trains 6 iterations straight; run B stops after 2 (its last checkpoint) and a new process
     state resumes it to 6: every saved model and the history match exactly."""
-    spec = replace(_tiny_spec(6, engine), physics_hz=100.0) if engine == "mujoco" else _tiny_spec(6, engine)
+    spec = _tiny_spec(6, EngineSpec(engine, physics_hz=100.0) if engine == "mujoco" else EngineSpec(engine))
     scenes = procedural_scenes("train", spec.num_train_scenes, spec.task.agents_per_world)
     Trainer(spec, scenes, tmp_path / "a").run()
     Trainer(replace(spec, iterations=2), scenes, tmp_path / "b").run()
@@ -371,24 +370,83 @@ def test_checkpoints_with_an_env_state_of_another_size_are_refused(trained: Path
         Trainer(_tiny_spec(3), procedural_scenes("train", 4, 2), run)
 
 
-def test_a_killed_and_resumed_go1_run_is_bit_identical(tmp_path: Path) -> None:
-    """The same for the Go1 task (randomized physics, pushes, curriculum, MuJoCo state)."""
-    from scenefactory.go1.config import Go1TaskConfig
-    from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config
-
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_killed_and_resumed_go1_run_is_bit_identical(legacy: bool, tmp_path: Path) -> None:
+    """The same for the Go1 task (randomized physics, pushes, curriculum, MuJoCo state); also from
+    a checkpoint that names the running sums as Go1 runs did before the loop was shared."""
     ppo = replace(go1_ppo_config(), num_steps_per_env=4, save_interval=1, num_mini_batches=2)
     spec = Go1TrainSpec(task=Go1TaskConfig(num_envs=6), ppo=ppo, iterations=3, seed=5)
     Go1Trainer(spec, tmp_path / "a", nthread=1).run()
     Go1Trainer(replace(spec, iterations=1), tmp_path / "b", nthread=1).run()
+    latest = tmp_path / "b" / "checkpoints" / "latest.pt"
+    if legacy:
+        data = load_checkpoint(latest)
+        data["ret_sum"], data["ep_len_sum"] = data.pop("return_sum"), data.pop("length_sum")
+        save_checkpoint(latest, data)
     torch.manual_seed(999)
     resumed = Go1Trainer(spec, tmp_path / "b", nthread=1)
     assert resumed.iteration == 1
+    saved = load_checkpoint(tmp_path / "b" / "checkpoints" / "model_1.pt")
+    assert bool((resumed.length_sum > 0).all())
+    assert torch.equal(resumed.return_sum, saved["return_sum"])
+    assert torch.equal(resumed.length_sum, saved["length_sum"])
     resumed.run()
     for it in (2, 3):
         a = _weights(tmp_path / "a" / "checkpoints" / f"model_{it}.pt")
         b = _weights(tmp_path / "b" / "checkpoints" / f"model_{it}.pt")
         for k in a:
             assert torch.equal(a[k], b[k]), (it, k)
+    strip = ("steps_per_s", "collect_s", "learn_s")
+    ha, hb = (json.loads((tmp_path / r / "history.json").read_text()) for r in ("a", "b"))
+    assert [{k: v for k, v in r.items() if k not in strip} for r in ha] == [
+        {k: v for k, v in r.items() if k not in strip} for r in hb
+    ]
+
+
+# --------------------------------------------------------------- specs written before EngineSpec
+
+
+def _flat_engine(d: dict[str, Any]) -> None:
+    """The run's spec as runs wrote it before the engine was one EngineSpec entry."""
+    engine = d["spec"].pop("engine")
+    d["spec"].update(
+        engine=engine["tier"], physics_hz=engine["physics_hz"], dynamics_model=engine["dynamics_model"]
+    )
+
+
+def test_a_run_with_the_flat_engine_spec_resumes_and_evaluates(trained: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    _edited(trained, tmp_path, _flat_engine).rename(run / "checkpoints" / "latest.pt")
+    assert load_checkpoint(run)["spec"]["engine"] == "kinematic"
+    policy = load_policy(run / "checkpoints" / "latest.pt")
+    assert policy.engine == EngineSpec() and policy.meta["engine"] == "kinematic"
+    with pytest.raises(CheckpointError, match="the saved run's 'engine' differs"):
+        resume_checkpoint(_tiny_spec(3, EngineSpec(action_lag_steps=1)), run)
+    trainer = Trainer(_tiny_spec(3), procedural_scenes("train", 4, 2), run)
+    assert trainer.iteration == 2
+    trainer.run()
+    data = load_checkpoint(run)
+    assert data["iteration"] == 3 and data["spec"]["engine"] == EngineSpec().to_dict()
+    assert json.loads((run / "config.json").read_text())["engine"] == EngineSpec().to_dict()
+
+
+def test_a_flat_spec_keeps_every_engine_setting() -> None:
+    flat = {
+        "engine": "grounded",
+        "physics_hz": 120.0,
+        "dynamics_model": None,
+        "grounding": "g",
+        "action_lag_steps": 2,
+    }
+    assert engine_of_saved_spec("x.pt", flat) == EngineSpec(
+        "grounded", grounding=Path("g"), action_lag_steps=2
+    )
+    learned = {"engine": {"tier": "learned", "dynamics_model": "m.pt", "physics_hz": 60.0}}
+    assert engine_of_saved_spec("x.pt", learned) == EngineSpec("learned", 60.0, dynamics_model=Path("m.pt"))
+    for bad in ({"engine": "warp"}, {"engine": 3}, {"engine": {"tier": "mujoco", "hz": 1}}, {}):
+        with pytest.raises(CheckpointError, match=r"^x\.pt: the run's 'spec\.engine'"):
+            engine_of_saved_spec("x.pt", bad)
 
 
 def _nan_critic(d: dict[str, Any]) -> None:
@@ -432,8 +490,6 @@ RESUME_EDITS = {
 def test_a_hand_edited_checkpoint_is_refused_at_resume_before_any_scene(
     name: str, trained: Path, tmp_path: Path
 ) -> None:
-    from scenefactory.rl.ppo import resume_checkpoint
-
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     _edited(trained, tmp_path, RESUME_EDITS[name]).rename(run / "checkpoints" / "latest.pt")
@@ -443,8 +499,6 @@ def test_a_hand_edited_checkpoint_is_refused_at_resume_before_any_scene(
 
 
 def test_resume_refuses_a_checkpoints_file(tmp_path: Path) -> None:
-    from scenefactory.rl.ppo import resume_checkpoint
-
     (tmp_path / "checkpoints").write_text("not a folder")
     with pytest.raises(CheckpointError, match="is a file"):
         resume_checkpoint(_tiny_spec(3), tmp_path)

@@ -1,6 +1,8 @@
-"""PPO on the Go1 velocity-tracking task: the VecEnv view, training loop, checkpoints and resume.
+"""PPO on the Go1 velocity-tracking task: the VecEnv view, the spec, the hooks into the shared
+training loop (checkpoints, resume, curriculum), and policy loading.
 
-rsl-rl itself is reached only through ``rl.ppo`` (``construct_ppo``, ``build_actor``). The actor
+rsl-rl itself is reached only through ``rl.ppo`` (``construct_ppo``, ``build_actor``), and the
+loop is the shared :class:`~scenefactory.rl.runner.OnPolicyRunner` with :class:`Go1Hooks`. The actor
 reads the ``policy`` observation group (what a real robot measures, with history), the critic the
 ``critic`` group (clean frame + privileged state): an asymmetric actor–critic.
 
@@ -18,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,34 +28,27 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from scenefactory.checkpoint import (
-    CHECKPOINT_FORMAT,
-    LATEST,
-    iteration_files,
-    load_checkpoint,
-    require_finite_state,
-    require_int,
-    require_keys,
-    save_iteration,
-)
-from scenefactory.errors import CheckpointError, warn
+from scenefactory.checkpoint import load_checkpoint, require_keys
+from scenefactory.errors import CheckpointError
 from scenefactory.go1.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.go1.env import Go1Env, LocoStep
 from scenefactory.go1.observations import FRAME_DIM, PARAMS_START
-from scenefactory.io import write_json
+from scenefactory.rl.checkpoints import (
+    checked_policy,
+    load_actor_weights,
+    require_same_run,
+    resume_path,
+)
 from scenefactory.rl.ppo import (
+    Algorithm,
     PPOConfig,
     build_actor,
-    checked_policy,
     construct_distillation,
     construct_ppo,
-    global_rng_state,
-    load_actor_weights,
-    restore_worlds,
     saved_ppo_dict,
-    saved_sum,
-    seed_everything,
 )
+from scenefactory.rl.runner import OnPolicyRunner, Rollout, RunnerHooks, RunSettings
+from scenefactory.rl.seeding import seed_everything
 
 TASK = "go1"
 RAMP_START_LR = 1e-5
@@ -200,33 +193,141 @@ def _checked(teacher: Path, spec: Go1TrainSpec) -> PPOConfig:
     return ppo_cfg
 
 
-class Go1Trainer:
-    """PPO on :class:`Go1Env` with curriculum, checkpoints, resume, TensorBoard and history."""
+class Go1Hooks(RunnerHooks[dict[str, Any]]):
+    """Go1's part of the loop: reward terms, falls and time-outs per iteration, the critic
+    warm-up and learning-rate ramp (:attr:`Go1TrainSpec.critic_warmup`), the command curriculum
+    after each update, and the curriculum and robot draws in checkpoints. Its statistics are the
+    history row itself."""
+
+    resume_hint = " (a run with --joint-friction-dr made before its critic saw the joint damping scale?)"
+
+    def __init__(self, env: Go1Env, vec: Go1VecEnv, spec: Go1TrainSpec) -> None:
+        """Hooks for training ``spec`` on ``env`` through ``vec``."""
+        self.env, self.vec, self.spec = env, vec, spec
+        self.term_sums: dict[str, float] = {}
+        """Each reward term's mean over the robots, summed over the rollout's steps."""
+        self.falls = 0
+        self.timeouts = 0
+        self.num_steps = 0
+
+    def begin_iteration(self, num_steps: int, num_envs: int) -> None:
+        """Zero the rollout's counts."""
+        self.term_sums, self.falls, self.timeouts, self.num_steps = {}, 0, 0, num_steps
+
+    def on_step(self, t: int, rewards: torch.Tensor, dones: torch.Tensor) -> None:
+        """Add the step's reward terms, falls and time-outs."""
+        res = self.vec.last
+        assert res is not None, "on_step runs after a VecEnv step"
+        for k, v in res.terms.items():
+            self.term_sums[k] = self.term_sums.get(k, 0.0) + float(v.mean())
+        if dones.bool().any():
+            self.falls += int(res.terminated.sum())
+            self.timeouts += int(res.time_out.sum())
+
+    def update(self, alg: Algorithm, iteration: int) -> dict[str, float]:
+        """PPO's update with the actor frozen during the critic warm-up; when it is unfrozen the
+        adaptive learning rate restarts at :data:`RAMP_START_LR`."""
+        spec = self.spec
+        warmup = iteration < spec.critic_warmup and spec.teacher is None
+        actor = alg.get_policy()
+        if warmup:
+            actor.requires_grad_(False)
+        elif iteration == spec.critic_warmup > 0 and spec.ppo.schedule == "adaptive":
+            alg.learning_rate = RAMP_START_LR
+            for group in alg.optimizer.param_groups:
+                group["lr"] = RAMP_START_LR
+        try:
+            return alg.update()
+        finally:
+            actor.requires_grad_(True)
+
+    def stats(self, rollout: Rollout, alg: Algorithm) -> dict[str, Any]:
+        """Advance the command curriculum; the iteration's history row."""
+        curriculum = self.env.update_curriculum()
+        ln, t_steps = rollout.lengths, self.num_steps
+        return {
+            "iteration": rollout.iteration,
+            "env_steps": rollout.env_steps,
+            "mean_return": rollout.mean_return(),
+            "mean_episode_s": float(ln.mean()) * self.env.cfg.dt if ln.numel() else float("nan"),
+            "fall_fraction": self.falls / max(1, self.falls + self.timeouts),
+            "steps_per_s": rollout.steps_per_s,
+            "collect_s": rollout.collect_s,
+            "learn_s": rollout.learn_s,
+            "action_std": float(alg.get_policy().output_std.mean().detach()),
+            **{f"loss_{k}": v for k, v in rollout.losses.items()},
+            **{f"term_{k}": v / t_steps for k, v in self.term_sums.items()},
+            **{f"curriculum_{k}": v for k, v in curriculum.items()},
+        }
+
+    def row(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """The statistics are the row."""
+        return stats
+
+    def scalars(self, stats: dict[str, Any], alg: Algorithm) -> dict[str, float]:
+        """Every finite number of the row, under its own name."""
+        return {
+            k: v for k, v in stats.items() if k != "iteration" and isinstance(v, float) and np.isfinite(v)
+        }
+
+    def payload(self) -> dict[str, Any]:
+        """The command curriculum and the robots' generator."""
+        return {
+            "curriculum": {"lin_fraction": self.env.lin_fraction, "yaw_fraction": self.env.yaw_fraction},
+            "env_rng": self.env.rng.bit_generator.state,
+        }
+
+    def restore_draws(self, path: Path, data: dict[str, Any]) -> None:
+        """The robots' draws and the curriculum continue."""
+        require_keys(data, path, ("env_rng", "curriculum"))
+        self.env.rng.bit_generator.state = data["env_rng"]
+        load_curriculum(self.env, data)
+
+
+def load_curriculum(env: Go1Env, data: dict[str, Any]) -> None:
+    """A checkpoint's command curriculum (the full command ranges when it saved none)."""
+    cur = data.get("curriculum") or {"lin_fraction": 1.0, "yaw_fraction": 1.0}
+    env.lin_fraction = float(cur["lin_fraction"])
+    env.yaw_fraction = float(cur["yaw_fraction"])
+
+
+RESUME_KEYS = ("task", "ppo", "seed", "init_from", "teacher", "critic_warmup")
+"""What a resumed Go1 run must share with the saved one (``iterations`` may grow)."""
+
+
+class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
+    """PPO (or distillation) on :class:`Go1Env` with curriculum, checkpoints, resume, TensorBoard
+    and history: the shared :class:`~scenefactory.rl.runner.OnPolicyRunner` with :class:`Go1Hooks`."""
 
     def __init__(
         self, spec: Go1TrainSpec, out_dir: str | os.PathLike[str], nthread: int | None = None
     ) -> None:
-        """Build env and algorithm; resume from ``out_dir/checkpoints/latest.pt`` if it exists."""
+        """Build env and algorithm; resume from ``out_dir/checkpoints/latest.pt`` if it exists,
+        else start from ``spec.init_from`` or ``spec.teacher`` when given."""
         self.spec = spec
-        self.out = Path(out_dir)
-        self.ckpt_dir = self.out / "checkpoints"
         seed_everything(spec.seed)
-        self.env = Go1Env(spec.task, seed=spec.seed, nthread=nthread, randomize_episode_start=True)
-        self.vec = Go1VecEnv(self.env)
-        obs = self.vec.get_observations()
-        self.alg: Any
+        env = Go1Env(spec.task, seed=spec.seed, nthread=nthread, randomize_episode_start=True)
+        vec = Go1VecEnv(env)
+        obs = vec.get_observations()
+        alg: Algorithm
         if spec.teacher is None:
-            self.alg = construct_ppo(obs, self.vec, spec.ppo)
+            alg = construct_ppo(obs, vec, spec.ppo)
         else:
-            self.alg = construct_distillation(obs, self.vec, spec.ppo, _checked(Path(spec.teacher), spec))
-        self.iteration = 0
-        self.env_steps = 0
-        self.history: list[dict[str, Any]] = []
-        self._ret = torch.zeros(self.vec.num_envs)
-        """Return and length of each robot's episode so far (the ``mean_return`` of ended ones)."""
-        self._ep_len = torch.zeros(self.vec.num_envs)
-        latest = self.ckpt_dir / LATEST
-        if latest.exists() or iteration_files(self.ckpt_dir):
+            alg = construct_distillation(obs, vec, spec.ppo, _checked(Path(spec.teacher), spec))
+        settings = RunSettings(
+            task=TASK,
+            spec=spec_to_dict(spec),
+            task_cfg=task_config_to_dict(spec.task),
+            ppo=spec.ppo,
+            obs_dim=spec.task.history * FRAME_DIM,
+            seed=spec.seed,
+            iterations=spec.iterations,
+        )
+        super().__init__(settings, env, vec, alg, Go1Hooks(env, vec, spec), out_dir)
+        self.env: Go1Env = env
+        self.vec: Go1VecEnv = vec
+        latest = resume_path(self.out)
+        if latest is not None:
             self._resume(latest)
         elif spec.init_from is not None:
             self._init_from(Path(spec.init_from))
@@ -237,20 +338,16 @@ class Go1Trainer:
         """The teacher's weights and curriculum; the student starts from the teacher's observation
         normalization of the ``policy`` group they share."""
         data = load_checkpoint(path)
+        alg: Any = self.alg  # a Distillation
         try:
-            self.alg.load(data, {"teacher": True}, strict=True)
+            alg.load(data, {"teacher": True}, strict=True)
         except (RuntimeError, KeyError) as exc:
             raise CheckpointError(f"{path}: teacher weights do not fit its saved config ({exc})") from exc
-        student, teacher = self.alg.get_policy(), self.alg.teacher
+        student, teacher = alg.get_policy(), alg.teacher
         width = int(student.obs_dim)  # the ``policy`` group leads both (a teacher may read more)
         stats = {k: v[..., :width] if v.ndim else v for k, v in teacher.obs_normalizer.state_dict().items()}
         student.obs_normalizer.load_state_dict(stats)
-        self._load_curriculum(data)
-
-    def _load_curriculum(self, data: dict[str, Any]) -> None:
-        cur = data.get("curriculum") or {"lin_fraction": 1.0, "yaw_fraction": 1.0}
-        self.env.lin_fraction = float(cur["lin_fraction"])
-        self.env.yaw_fraction = float(cur["yaw_fraction"])
+        load_curriculum(self.env, data)
 
     def _init_from(self, path: Path) -> None:
         data = load_checkpoint(path)
@@ -260,12 +357,13 @@ class Go1Trainer:
             raise CheckpointError(
                 f"{path}: actor observations are {saved_obs} wide, this task's are {obs_dim}"
             )
-        actor = self.alg.get_policy()
+        alg: Any = self.alg  # a PPO
+        actor = alg.get_policy()
         obs = self.vec.get_observations()
         inputs = torch.cat([obs[g] for g in self.spec.ppo.actor_obs_groups], dim=-1)
         actor_state = _widened(data["actor_state_dict"], inputs)
         critic = data.get("critic_state_dict")
-        width = int(self.alg.critic.obs_dim)
+        width = int(alg.critic.obs_dim)
         saved_width: int | None = None
         if critic is not None:  # without a normalizer to read it from, the strict load decides
             mean = critic.get("obs_normalizer._mean")
@@ -279,176 +377,29 @@ class Go1Trainer:
             )
         try:
             if full:
-                self.alg.load(data, None, strict=True)
+                alg.load(data, None, strict=True)
             else:  # a distilled student, another critic or actor width: the actor only, a fresh critic
                 actor.load_state_dict(actor_state, strict=True)
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path}: networks do not fit this run's PPO config ({exc})") from exc
-        self._load_curriculum(data)
+        load_curriculum(self.env, data)
 
     def _resume(self, path: Path) -> None:
+        """Check the saved run is this one (its spec, with fields added since at their defaults),
+        then continue it."""
         data = load_checkpoint(path)
-        saved, mine = data.get("spec") or {}, _jsonable(spec_to_dict(self.spec))
-        saved.setdefault("init_from", None)
-        saved.setdefault("teacher", None)
-        saved.setdefault("critic_warmup", 0)
+        spec = data.get("spec")
+        saved: dict[str, Any] = {"init_from": None, "teacher": None, "critic_warmup": 0}
+        saved.update(spec if isinstance(spec, dict) else {})
         if "ppo" in saved:
-            saved["ppo"] = saved_ppo_dict(saved["ppo"])
-        for key in ("task", "ppo", "seed", "init_from", "teacher", "critic_warmup"):
-            if saved.get(key) != mine[key]:
+            try:
+                saved["ppo"] = saved_ppo_dict(saved["ppo"])
+            except (TypeError, ValueError) as exc:
                 raise CheckpointError(
-                    f"{path}: cannot resume, the saved run's '{key}' differs from this command's "
-                    f"(use another --out folder or the same settings)"
-                )
-        try:
-            if self.spec.teacher is None:
-                self.alg.load(data, None, strict=True)
-            else:
-                self.alg.load(data, {"student": True, "teacher": True, "optimizer": True}, strict=True)
-        except (RuntimeError, KeyError, ValueError) as exc:
-            raise CheckpointError(
-                f"{path}: cannot resume, its networks do not fit this run's (a run with "
-                f"--joint-friction-dr made before its critic saw the joint damping scale?): {exc}"
-            ) from exc
-        require_finite_state(data.get("actor_state_dict"), path, "actor_state_dict")
-        self.iteration = require_int(data, path, "iteration")
-        self.env_steps = require_int(data, path, "env_steps")
-        self.history = list(data.get("history", []))
-        if restore_worlds(path, data, self.env):
-            self._ret = saved_sum(data, "ret_sum", self._ret)
-            self._ep_len = saved_sum(data, "ep_len_sum", self._ep_len)
-            return
-        # the robots restart, the draws and the curriculum continue
-        require_keys(data, path, ("torch_rng", "env_rng", "curriculum"))
-        torch.set_rng_state(data["torch_rng"])
-        self.env.rng.bit_generator.state = data["env_rng"]
-        self.env.lin_fraction = float(data["curriculum"]["lin_fraction"])
-        self.env.yaw_fraction = float(data["curriculum"]["yaw_fraction"])
-
-    def _payload(self) -> dict[str, Any]:
-        saved = self.alg.save()
-        if "student_state_dict" in saved:  # distillation: the student is this run's actor
-            saved["actor_state_dict"] = saved["student_state_dict"]
-        saved.update(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "task": TASK,
-                "seed": self.spec.seed,
-                "iteration": self.iteration,
-                "env_steps": self.env_steps,
-                "obs_dim": self.spec.task.history * FRAME_DIM,
-                "task_cfg": task_config_to_dict(self.spec.task),
-                "ppo_cfg": asdict(self.spec.ppo),
-                "spec": _jsonable(spec_to_dict(self.spec)),
-                "history": self.history,
-                "curriculum": {"lin_fraction": self.env.lin_fraction, "yaw_fraction": self.env.yaw_fraction},
-                "torch_rng": torch.get_rng_state(),
-                "env_rng": self.env.rng.bit_generator.state,
-                "rng": global_rng_state(),
-                "env_state": self.env.state_dict(),
-                "ret_sum": self._ret.clone(),
-                "ep_len_sum": self._ep_len.clone(),
-            }
-        )
-        return saved
-
-    def save(self) -> Path:
-        """Write ``model_<it>.pt`` and ``latest.pt`` atomically; returns the latest path."""
-        return save_iteration(self.ckpt_dir, self.iteration, self._payload())
-
-    def run(self, on_iteration: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-        """Train until ``spec.iterations`` iterations are done (continuing a resumed run)."""
-        from torch.utils.tensorboard import SummaryWriter
-
-        if self.iteration >= self.spec.iterations:
-            if self.iteration > self.spec.iterations:
-                warn(
-                    f"{self.out} already holds {self.iteration} iterations, more than the "
-                    f"{self.spec.iterations} asked for: nothing trained, its config.json and checkpoints "
-                    "are left as they are"
-                )
-            return self.history
-        self.out.mkdir(parents=True, exist_ok=True)
-        write_json(self.out / "config.json", spec_to_dict(self.spec))
-        writer = SummaryWriter(log_dir=str(self.out / "tensorboard"), flush_secs=10)
-        alg, vec, t_steps = self.alg, self.vec, self.spec.ppo.num_steps_per_env
-        n = vec.num_envs
-        ret, ep_len = self._ret, self._ep_len
-        obs = vec.get_observations()
-        alg.train_mode()
-        try:
-            while self.iteration < self.spec.iterations:
-                t0 = time.perf_counter()
-                returns, lengths, falls, timeouts = [], [], 0, 0
-                term_sums: dict[str, float] = {}
-                with torch.inference_mode():
-                    for _ in range(t_steps):
-                        actions = alg.act(obs)
-                        obs, rewards, dones, extras = vec.step(actions)
-                        alg.process_env_step(obs, rewards, dones, extras)
-                        res = vec.last
-                        assert res is not None
-                        for k, v in res.terms.items():
-                            term_sums[k] = term_sums.get(k, 0.0) + float(v.mean())
-                        ret += rewards
-                        ep_len += 1
-                        ended = dones.bool()
-                        if ended.any():
-                            returns.append(ret[ended].clone())
-                            lengths.append(ep_len[ended].clone())
-                            falls += int(res.terminated.sum())
-                            timeouts += int(res.time_out.sum())
-                            ret[ended] = 0.0
-                            ep_len[ended] = 0.0
-                    t1 = time.perf_counter()
-                    alg.compute_returns(obs)
-                warmup = self.iteration < self.spec.critic_warmup and self.spec.teacher is None
-                actor = alg.get_policy()
-                if warmup:
-                    actor.requires_grad_(False)
-                elif self.iteration == self.spec.critic_warmup > 0 and self.spec.ppo.schedule == "adaptive":
-                    alg.learning_rate = RAMP_START_LR
-                    for group in alg.optimizer.param_groups:
-                        group["lr"] = RAMP_START_LR
-                try:
-                    losses = alg.update()
-                finally:
-                    actor.requires_grad_(True)
-                t2 = time.perf_counter()
-                curriculum = self.env.update_curriculum()
-                self.iteration += 1
-                self.env_steps += t_steps * n
-                r = torch.cat(returns) if returns else torch.zeros(0)
-                ln = torch.cat(lengths) if lengths else torch.zeros(0)
-                row: dict[str, Any] = {
-                    "iteration": self.iteration,
-                    "env_steps": self.env_steps,
-                    "mean_return": float(r.mean()) if r.numel() else float("nan"),
-                    "mean_episode_s": float(ln.mean()) * self.env.cfg.dt if ln.numel() else float("nan"),
-                    "fall_fraction": falls / max(1, falls + timeouts),
-                    "steps_per_s": t_steps * n / (t2 - t0),
-                    "collect_s": t1 - t0,
-                    "learn_s": t2 - t1,
-                    "action_std": float(alg.get_policy().output_std.mean().detach()),
-                    **{f"loss_{k}": float(v) for k, v in losses.items()},
-                    **{f"term_{k}": v / t_steps for k, v in term_sums.items()},
-                    **{f"curriculum_{k}": v for k, v in curriculum.items()},
-                }
-                self.history.append(row)
-                for k, v in row.items():
-                    if k != "iteration" and isinstance(v, float) and np.isfinite(v):
-                        writer.add_scalar(k, v, self.iteration)
-                if (
-                    self.iteration % self.spec.ppo.save_interval == 0
-                    or self.iteration == self.spec.iterations
-                ):
-                    self.save()
-                    write_json(self.out / "history.json", self.history)
-                if on_iteration is not None:
-                    on_iteration(row)
-        finally:
-            writer.close()
-        return self.history
+                    f"{path}: its run's 'spec.ppo' does not fit this version: {exc}"
+                ) from None
+        require_same_run(path, saved, _jsonable(spec_to_dict(self.spec)), RESUME_KEYS)
+        self.resume(path, data)
 
 
 @dataclass(frozen=True)
