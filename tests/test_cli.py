@@ -13,7 +13,9 @@ from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli import main
 from scenefactory.errors import CheckpointError
 from scenefactory.io import atomic_write_bytes
-from scenefactory.rl.ppo import PPOConfig, TrainSpec, load_policy
+from scenefactory.rl.driving import load_policy
+from scenefactory.rl.driving_spec import TrainSpec
+from scenefactory.rl.ppo import PPOConfig
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 TINY = ["--worlds", "4", "--agents", "2", "--train-scenes", "3", "--seed", "3"]
@@ -185,6 +187,7 @@ def test_atomic_write_keeps_the_old_file_when_the_write_fails(
     assert [p.name for p in tmp_path.iterdir()] == ["latest.pt"]  # no temp file left behind
 
 
+@pytest.mark.slow
 def test_transfer_experiment_writes_the_two_by_two_table(trained: Path, tmp_path: Path) -> None:
     ckpt = trained / "checkpoints" / "latest.pt"
     mj = tmp_path / "mj"  # the mujoco tier's kind takes a mujoco-trained policy

@@ -26,7 +26,7 @@ from scenefactory.bounds import FloatRange, IntRange
 from scenefactory.cli import argtypes
 from scenefactory.errors import UserError
 from scenefactory.go1 import jobs as go1_jobs
-from scenefactory.jobs import drive
+from scenefactory.jobs import data, demo, drive, vehicle
 
 CliError = Callable[..., str]
 
@@ -65,23 +65,10 @@ NUMERIC = sorted(
     if isinstance(a.type, IntRange | FloatRange)
 )
 JOBS: tuple[tuple[ModuleType, tuple[str, ...]], ...] = (
-    (
-        drive,
-        (
-            "demo",
-            "train",
-            "evaluate_checkpoint",
-            "evaluate_expert",
-            "bench",
-            "render",
-            "convert",
-            "collect",
-            "collect_logs",
-            "fit_dynamics_cmd",
-            "ground_cmd",
-            "validate",
-        ),
-    ),
+    (drive, ("train", "evaluate", "evaluate_expert", "bench", "render")),
+    (demo, ("demo",)),
+    (vehicle, ("validate",)),
+    (data, ("convert", "collect", "collect_logs", "fit_dynamics", "ground")),
     (go1_jobs, ("train", "evaluate", "bench", "render", "export", "deploy")),
 )
 
@@ -174,6 +161,15 @@ def test_an_unknown_flag_is_one_line_naming_it(
     assume(not any(o.startswith(flag) for o in known))
     line = cli_error(*argv_of(path, flag, out=tmp_path / "o"))
     assert f"unrecognized arguments: {flag}" in line and " ".join(path) in line
+
+
+def test_the_help_names_every_experiment() -> None:
+    """``experiment --help`` lists the registry's names (the CLI does not import the experiments
+    package to build its parser: it is slow to import)."""
+    import scenefactory.experiments
+    from scenefactory.cli import experiment
+
+    assert tuple(scenefactory.experiments.EXPERIMENTS) == experiment.EXPERIMENT_NAMES
 
 
 def test_help_still_prints_the_full_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -274,7 +274,7 @@ def test_a_privileged_teacher_is_evaluated_with_its_worlds_parameters(teacher: P
     assert seen and all(torch.allclose(p[:, -1], torch.full((2,), 0.010)) for p in seen)  # latency [s]
     with pytest.raises(ValueError, match=r"reads \(2, 20\) parameters, got None"):
         policy.act(torch.zeros(2, 135))
-    out = go1_jobs.evaluate(teacher, 1, 0, tmp_path, quick=True)
+    out = go1_jobs.evaluate(go1_jobs.Go1EvalArgs(out=tmp_path, checkpoint=teacher, episodes=1, quick=True))
     assert "a privileged actor, given its world's 20 parameters" in out["world"]
 
 
@@ -293,8 +293,11 @@ def test_eval_under_a_fixed_latency_and_joint_scale(distilled: Path, tmp_path: P
         ev._eval_env(policy.task_cfg, 3, 1.0, 0, ev.EvalConfig(latency_ms=7.0))
     with pytest.raises(ValueError, match=r"at most one policy period \(20 ms\)"):
         ev._eval_env(policy.task_cfg, 3, 1.0, 0, ev.EvalConfig(latency_ms=25.0))
+    student = distilled / "checkpoints" / "latest.pt"
     with pytest.raises(UserError, match=r"latency_ms 7\.0"):
-        go1_jobs.evaluate(distilled / "checkpoints" / "latest.pt", 1, 0, tmp_path, quick=True, latency_ms=7.0)
+        go1_jobs.evaluate(
+            go1_jobs.Go1EvalArgs(out=tmp_path, checkpoint=student, episodes=1, quick=True, latency_ms=7.0)
+        )
     ckpt = str(distilled / "checkpoints" / "latest.pt")
     args = ["eval", "go1", "--checkpoint", ckpt, "--episodes", "1", "--quick", "--out", str(tmp_path)]
     assert main([*args, "--latency-ms", "10", "--joint-scale", "1.5"]) == 0

@@ -22,7 +22,7 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -31,8 +31,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scenefactory.cli import main
+from scenefactory.engines import EngineSpec
 from scenefactory.errors import SceneFormatError, UserError
-from scenefactory.jobs import drive
+from scenefactory.jobs import data, drive, vehicle
 from scenefactory.scenes.library import GENERATOR_KINDS, procedural_scenes
 from scenefactory.scenes.roadgraph import RoadEdgeType, RoadLineType
 from scenefactory.scenes.scene import Scene, SignalLog, SignalState
@@ -187,24 +188,26 @@ def test_collect_drive_passes_the_model_through_and_the_learned_engine_runs(
     from scenefactory.grounding import dataset
     from scenefactory.grounding.fit import fit_dynamics
 
-    dataset.collect(tmp_path / "data", engine="kinematic", worlds=2, agents=1, steps=30, num_scenes=2)
+    dataset.collect(tmp_path / "data", engine=EngineSpec(), worlds=2, agents=1, steps=30, num_scenes=2)
     fit_dynamics(tmp_path / "data", DynamicsModelConfig(kind=ModelKind.MLP), tmp_path / "fit", epochs=1)
     model = str(tmp_path / "fit" / "model.pt")
     # the collector runs the learned engine (one scene: building the CLI's 60 takes ~15 s)
     small = {"worlds": 1, "agents": 1, "steps": 2, "num_scenes": 1}
-    meta = dataset.collect(tmp_path / "learned", engine="learned", dynamics_model=model, **small)
-    assert meta["engine"] == "learned" and meta["dynamics_model"] == model and meta["transitions"] > 0
+    spec = EngineSpec(tier="learned", dynamics_model=Path(model))
+    meta = dataset.collect(tmp_path / "learned", engine=spec, **small)
+    assert meta["engine"] == "learned" and meta["transitions"] > 0
+    assert meta["engine_spec"]["dynamics_model"] == model
     # and the CLI hands it the flag (checked first: the model is read before any work)
     got: dict[str, Any] = {}
 
-    def spy(out: Path, **kwargs: Any) -> dict[str, Any]:
-        got.update(kwargs)
-        return {"engine": kwargs["engine"], "transitions": 0, "shards": 0, "policies_used": []}
+    def spy(out: Path, engine: EngineSpec, **kwargs: Any) -> dict[str, Any]:
+        got.update(kwargs, engine=engine)
+        return {"engine": engine.tier, "transitions": 0, "shards": 0, "policies_used": []}
 
     monkeypatch.setattr(dataset, "collect", spy)
     argv = ["collect", "drive", "--engine", "learned", "--dynamics-model", model, "--steps", "2"]
     assert main([*argv, "--out", str(tmp_path / "cli")]) == 0
-    assert got["engine"] == "learned" and got["dynamics_model"] == model and got["grounding"] is None
+    assert got["engine"] == spec
 
 
 def test_collect_passes_the_grounding_to_the_environment(
@@ -223,8 +226,9 @@ def test_collect_passes_the_grounding_to_the_environment(
 
     monkeypatch.setattr(dataset, "DrivingEnv", env)
     with pytest.raises(StopError):
-        dataset.collect(tmp_path, engine="grounded", worlds=1, agents=1, steps=1, num_scenes=1, grounding="g")
-    assert got["engine"] == "grounded" and got["grounding"] == "g" and got["dynamics_model"] is None
+        spec = EngineSpec(tier="grounded", grounding=Path("g"))
+        dataset.collect(tmp_path, engine=spec, worlds=1, agents=1, steps=1, num_scenes=1)
+    assert got["engine"] == EngineSpec(tier="grounded", grounding=Path("g"))
 
 
 # --------------------------------------------------------------------------------- 3. --ray
@@ -411,14 +415,14 @@ def test_every_procedural_scene_round_trips(kind: str, cycle: float, tmp_path: P
 @pytest.mark.parametrize(
     ("argv", "job", "says", "never"),
     (
-        (["train", "drive", "--iterations", "1"], "train", "rerun the same command to resume", ""),
-        (["collect", "drive", "--steps", "2"], "collect", "meta.json", "checkpoint"),
-        (["validate", "vehicle"], "validate", "every file written is complete", "checkpoint"),
+        (["train", "drive", "--iterations", "1"], (drive, "train"), "rerun the same command to resume", ""),
+        (["collect", "drive", "--steps", "2"], (data, "collect"), "meta.json", "checkpoint"),
+        (["validate", "vehicle"], (vehicle, "validate"), "every file written is complete", "checkpoint"),
     ),
 )
 def test_ctrl_c_says_what_the_command_leaves(
     argv: list[str],
-    job: str,
+    job: tuple[ModuleType, str],
     says: str,
     never: str,
     tmp_path: Path,
@@ -428,7 +432,7 @@ def test_ctrl_c_says_what_the_command_leaves(
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(drive, job, interrupted)
+    monkeypatch.setattr(*job, interrupted)
     assert main([*argv, "--out", str(tmp_path / "o")]) == 130
     err = capsys.readouterr().err
     assert err.startswith("scenefactory: interrupted (") and err.count("\n") == 1 and says in err

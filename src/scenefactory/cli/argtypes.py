@@ -1,5 +1,7 @@
-"""Checked paths and the checks across flags that the CLI runs on a parsed command line before any
-scene, engine or model is built (the value bounds live in :mod:`scenefactory.bounds`)."""
+"""The argument types the commands share (checked numbers, paths, their help texts) and the checks
+across flags that the CLI runs on every parsed command line before any scene, engine or model is
+built; a command's own checks (its seed range, its engine) are in its module. The value bounds live
+in :mod:`scenefactory.bounds`."""
 
 from __future__ import annotations
 
@@ -8,10 +10,37 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from scenefactory.bounds import AUTO, check_scene_range, policy_steps
+from scenefactory.bounds import (
+    AUTO,
+    MAX_AGENTS,
+    MAX_ITERATIONS,
+    MAX_SCENE_AGENTS,
+    MAX_SCENES,
+    MAX_WORLDS,
+    OrAuto,
+    positive,
+)
 from scenefactory.errors import UserError
+
+WORLDS = positive(MAX_WORLDS)
+AGENTS = positive(MAX_AGENTS, "procedural scenes place up to 32")
+SCENE_AGENTS = positive(MAX_SCENE_AGENTS)
+ITERATIONS = positive(MAX_ITERATIONS)
+SCENES = positive(MAX_SCENES, "scenes are built up front, ~20 ms each")
+AGENTS_OR_AUTO = OrAuto.of(AGENTS)
+SCENE_AGENTS_OR_AUTO = OrAuto.of(SCENE_AGENTS)
+
+AUTO_HELP = "'auto': the most that keeps worlds 90%% full on average over the --scenes folder"
+RESET_HELP = (
+    "reset a world once fewer than this fraction of the agents it started with are still driving; "
+    "they end as time-outs (default 0: wait for the last one)"
+)
+SPLIT_HELP = "scenes of --scenes DIR: all, or those 'convert' put in its train or eval split (index.json)"
+SIGNALS_HELP = (
+    "traffic signals: signal cycles at the procedural junctions, the signal"
+    " observation and the red-light and stop-sign penalties"
+)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -101,41 +130,16 @@ FILE_OUTPUTS: dict[tuple[str, str | None], str | None] = {
 }
 """Commands whose ``--out`` is a file (→ the suffix it needs); every other ``--out`` is a folder."""
 
-INPUTS: tuple[tuple[str, str, bool, str], ...] = (
-    ("data", "--data", True, "a dataset folder written by 'scenefactory collect'"),
-    ("grounding", "--grounding", True, "a folder written by 'scenefactory ground'"),
-    ("dynamics_model", "--dynamics-model", False, "a model.pt written by 'scenefactory fit-dynamics'"),
-)
-"""(attribute, flag, is a folder, what it should be) of the input paths checked before the work."""
-
 
 def check_flags(args: argparse.Namespace) -> None:
-    """Everything about the flags that argparse cannot check one flag at a time, before any work:
-    the output path (:func:`check_out`), input paths, the physics rate
-    against the policy rate, engine-specific flags and the scene-seed range. Raises
-    :class:`UserError` naming the flags."""
-    from scenefactory.jobs import drive  # its scene counts; drive imports this module
-
+    """What any command's flags must satisfy beyond one flag at a time, before any work: the output
+    path (:func:`check_out`), the ``--data`` folder, ``--agents auto`` and ``--scene-split`` only
+    with a ``--scenes`` folder. Raises :class:`UserError` naming the flags."""
     key = (args.command, getattr(args, "task", None))
     if getattr(args, "out", None) is not None:
         check_out(args.out, folder=key not in FILE_OUTPUTS, suffix=FILE_OUTPUTS.get(key))
-    if hasattr(args, "grounding"):
-        _check_engine_flags(args)
-    for attr, flag, folder, what in INPUTS:
-        value = getattr(args, attr, None)
-        if isinstance(value, str | Path):  # experiment's --dynamics-model is KIND=PATH pairs
-            check_input(Path(value), flag, folder, what)
-    if hasattr(args, "grounding"):
-        _check_engine_files(args)
-    if hasattr(args, "physics_hz"):
-        if args.command == "validate":
-            from scenefactory.evaluation.vehicle import POLICY_HZ
-
-            policy_steps(args.physics_hz, POLICY_HZ, f"the vehicle checks' {POLICY_HZ:g} Hz policy")
-        elif hasattr(args, "policy_hz"):
-            policy_steps(args.physics_hz, args.policy_hz, f"--policy-hz {args.policy_hz:g}")
-        else:
-            policy_steps(args.physics_hz, drive.POLICY_HZ, f"the {drive.POLICY_HZ:g} Hz policy")
+    if getattr(args, "data", None) is not None:
+        check_input(args.data, "--data", True, "a dataset folder written by 'scenefactory collect'")
     if getattr(args, "agents", None) == AUTO and getattr(args, "scenes", None) is None:
         raise UserError(
             "--agents auto chooses the agents per world from the scenes of --scenes DIR; procedural "
@@ -143,56 +147,3 @@ def check_flags(args: argparse.Namespace) -> None:
         )
     if getattr(args, "scene_split", "all") != "all" and getattr(args, "scenes", None) is None:
         raise UserError(f"--scene-split {args.scene_split} picks scenes of --scenes DIR; give the folder")
-    _check_seed_range(args, drive)
-
-
-def _check_engine_flags(args: argparse.Namespace) -> None:
-    if args.engine == "learned" and args.dynamics_model is None:
-        raise UserError(
-            "--engine learned needs --dynamics-model PATH (a model.pt from 'scenefactory fit-dynamics')"
-        )
-    if args.engine == "grounded" and args.grounding is None:
-        raise UserError("--engine grounded needs --grounding PATH (a folder from 'scenefactory ground')")
-    if args.grounding is not None and args.engine != "grounded":
-        raise UserError(f"--grounding applies to --engine grounded, not to --engine {args.engine}")
-
-
-def _check_engine_files(args: argparse.Namespace) -> None:
-    """Read the learned or grounded engine's model (safely, and cheaply) so that a foreign, unsafe
-    or damaged file is refused before any scene is built."""
-    if args.engine == "learned" and args.dynamics_model is not None:
-        from scenefactory.dynamics.model_file import load_dynamics_model
-
-        load_dynamics_model(Path(args.dynamics_model))
-    if args.engine == "grounded" and args.grounding is not None:
-        from scenefactory.dynamics.artifact import load_grounding
-
-        load_grounding(Path(args.grounding))
-
-
-def _check_seed_range(args: argparse.Namespace, drive: Any) -> None:
-    """Procedural scenes a driving command builds stay in their split's seed range."""
-    key = (args.command, getattr(args, "task", None))
-    seed = getattr(args, "seed", 0)
-    if key == ("train", "drive"):
-        n = train_scenes(args)
-        check_scene_range("train", seed, n, f"--seed {seed} with --train-scenes {n}")
-    elif key == ("eval", "drive") and args.scenes is None and args.policy == "checkpoint":
-        check_scene_range("eval", seed, args.episodes, f"--seed {seed} with --episodes {args.episodes}")
-    elif key == ("render", "drive") and args.scenes is None:
-        first = seed + drive.RENDER_SEED_OFFSET
-        check_scene_range("eval", first, args.panels, f"--seed {seed} with --panels {args.panels}")
-    elif key == ("bench", "drive") and getattr(args, "scenes", None) is None:
-        check_scene_range("train", seed, drive.BENCH_SCENES, f"--seed {seed}")
-    elif key == ("collect", "drive"):
-        check_scene_range("train", seed, drive.COLLECT_SCENES, f"--seed {seed}")
-
-
-def train_scenes(args: argparse.Namespace) -> int:
-    """Procedural scenes of ``train drive``: ``--train-scenes``, or the default count, none with
-    ``--scenes``."""
-    from scenefactory.jobs.drive import TRAIN_SCENES
-
-    if args.train_scenes is not None:
-        return int(args.train_scenes)
-    return 0 if args.scenes else TRAIN_SCENES

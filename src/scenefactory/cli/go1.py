@@ -1,14 +1,19 @@
-"""The ``go1`` task's command-line flags and dispatch (``train/eval/render/bench go1``, ``export go1``,
-``deploy go1``); ``cli`` calls :func:`add_task_parser`, :func:`add_commands` and :func:`run`.
+"""The ``go1`` commands (``train/eval/render/bench go1``, ``export go1``, ``deploy go1``): their flags
+(``cli.main`` calls :func:`add_task_parser` and :func:`add_commands`), and for each the one mapping
+of them onto its job's argument dataclass (``scenefactory.go1.jobs``).
 
 When ``--checkpoint`` is omitted, eval, render, export and deploy use the policy shipped in the
-package (``scenefactory/policies/go1_robust.pt``).
+package (``scenefactory/go1/policies/go1_robust.pt``).
+
+The job module is imported when a command runs, not with this module: it loads the Go1 stack
+(MuJoCo models, rsl-rl, ONNX), which ``scenefactory --help`` and a refused flag do without.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -208,51 +213,113 @@ def add_commands(sub: Any) -> None:
     dg.add_argument("--out", type=out_path, required=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run a parsed ``go1`` command."""
-    from scenefactory.go1 import jobs
+# ----------------------------------------------------------------------------------- the commands
 
-    out: dict[str, Any]
-    if args.command == "train":
-        options = jobs.RecipeOptions(
-            robust=not args.no_robustness,
-            pure_turn_prob=args.pure_turn_prob,
-            yaw_precision_weight=args.yaw_precision_weight,
-            joint_friction_scale=tuple(args.joint_friction_dr),
-            latency_ms=None if args.latency_ms is None else tuple(args.latency_ms),
-            reward_weights=tuple(args.reward_weight),
-            history=args.history,
-            init_from=args.init_from,
-            rnn=args.rnn,
-            rnn_hidden=args.rnn_hidden,
-            teacher=args.teacher,
-            critic_warmup=args.critic_warmup,
-            privileged_actor=args.privileged_actor,
+
+def train(args: argparse.Namespace) -> int:
+    """``train go1``."""
+    from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
+
+    recipe = jobs.RecipeOptions(
+        robust=not args.no_robustness,
+        pure_turn_prob=args.pure_turn_prob,
+        yaw_precision_weight=args.yaw_precision_weight,
+        joint_friction_scale=(args.joint_friction_dr[0], args.joint_friction_dr[1]),
+        latency_ms=None if args.latency_ms is None else (args.latency_ms[0], args.latency_ms[1]),
+        reward_weights=tuple(args.reward_weight),
+        history=args.history,
+        init_from=args.init_from,
+        rnn=args.rnn,
+        rnn_hidden=args.rnn_hidden,
+        teacher=args.teacher,
+        critic_warmup=args.critic_warmup,
+        privileged_actor=args.privileged_actor,
+    )
+    trainer = jobs.train(
+        jobs.Go1TrainArgs(
+            out=args.out, envs=args.envs, iterations=args.iterations, seed=args.seed, recipe=recipe
         )
-        trainer = jobs.train(args.out, args.envs, args.iterations, args.seed, options)
-        print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
-        return 0
-    if args.command == "bench":
-        out = jobs.bench(args.envs, args.steps, args.seed, args.out)
-    elif args.command == "eval":
-        out = jobs.evaluate(
-            args.checkpoint,
-            args.episodes,
-            args.seed,
-            args.out,
+    )
+    print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    """``eval go1``: prints the summary (``metrics.json`` has the tables)."""
+    from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
+
+    result = jobs.evaluate(
+        jobs.Go1EvalArgs(
+            out=args.out,
+            checkpoint=args.checkpoint,
+            episodes=args.episodes,
+            seed=args.seed,
             quick=args.quick,
             latency_ms=args.latency_ms,
             joint_scale=args.joint_scale,
         )
-        out = out["summary"]
-    elif args.command == "render":
-        out = {"video": str(jobs.render(args.checkpoint, args.seconds, args.seed, args.out))}
-    elif args.command == "export":
-        out = {k: str(v) for k, v in jobs.export(args.checkpoint, args.out).items()}
-    else:
-        out = jobs.deploy(
-            args.policy, args.episodes, args.seconds, args.seed, args.out, args.decompose, args.delay_sweep
-        )
-        out = out["summary"]
-    print(json.dumps(out))
+    )
+    print(json.dumps(result["summary"]))
     return 0
+
+
+def bench(args: argparse.Namespace) -> int:
+    """``bench go1``."""
+    from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
+
+    print(
+        json.dumps(
+            jobs.bench(jobs.Go1BenchArgs(out=args.out, envs=args.envs, steps=args.steps, seed=args.seed))
+        )
+    )
+    return 0
+
+
+def render(args: argparse.Namespace) -> int:
+    """``render go1``."""
+    from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
+
+    video = jobs.render(
+        jobs.Go1RenderArgs(out=args.out, checkpoint=args.checkpoint, seconds=args.seconds, seed=args.seed)
+    )
+    print(json.dumps({"video": str(video)}))
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """``export go1``."""
+    from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
+
+    paths = jobs.export(jobs.Go1ExportArgs(out=args.out, checkpoint=args.checkpoint))
+    print(json.dumps({k: str(v) for k, v in paths.items()}))
+    return 0
+
+
+def deploy(args: argparse.Namespace) -> int:
+    """``deploy go1``: prints the summary (``sim2sim.json`` has the comparison)."""
+    from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
+
+    result = jobs.deploy(
+        jobs.Go1DeployArgs(
+            out=args.out,
+            policy_dir=args.policy,
+            episodes=args.episodes,
+            seconds=args.seconds,
+            seed=args.seed,
+            decompose=args.decompose,
+            delay_sweep=args.delay_sweep,
+        )
+    )
+    print(json.dumps(result["summary"]))
+    return 0
+
+
+COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
+    ("train", "go1"): train,
+    ("eval", "go1"): evaluate,
+    ("bench", "go1"): bench,
+    ("render", "go1"): render,
+    ("export", "go1"): export,
+    ("deploy", "go1"): deploy,
+}
+"""(command, task) → the function that runs it."""

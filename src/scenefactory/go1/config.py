@@ -36,14 +36,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from scenefactory.go1 import rewards as r
 from scenefactory.go1 import robot as go1
-
-if TYPE_CHECKING:
-    from scenefactory.go1.state import LocoState
+from scenefactory.go1.rewards import REWARD_FUNCTIONS
+from scenefactory.go1.state import LocoState
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,6 @@ class NoiseConfig:
 
 
 def _default_rewards() -> tuple[RewardTerm, ...]:
-    from scenefactory.go1 import rewards as r
-
     return (
         RewardTerm("track_lin_vel_xy", r.track_lin_vel_xy, 1.5),
         RewardTerm("track_ang_vel_z", r.track_ang_vel_z, 1.0),
@@ -259,8 +257,6 @@ def task_config_to_dict(cfg: Go1TaskConfig) -> dict[str, Any]:
 
 def task_config_from_dict(data: dict[str, Any]) -> Go1TaskConfig:
     """Inverse of :func:`task_config_to_dict`; an unknown reward function is an error."""
-    from scenefactory.go1.rewards import REWARD_FUNCTIONS
-
     d = dict(data)
     terms = []
     for t in d.pop("rewards"):

@@ -1,17 +1,32 @@
-"""Go1 jobs behind the CLI: train, evaluate, render, bench, export and deploy."""
+"""Go1 jobs behind the CLI: train, evaluate, render, bench, export and deploy.
+
+Each takes one frozen dataclass of its arguments (:class:`Go1TrainArgs`, :class:`Go1EvalArgs`,
+...), which the CLI builds from its flags (``scenefactory.cli.go1``); when a checkpoint is
+``None``, eval, render, export and deploy use the policy shipped in the package
+(:data:`SHIPPED_POLICY`).
+"""
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from scenefactory.checkpoint import load_checkpoint, save_checkpoint
 from scenefactory.errors import UserError
+from scenefactory.go1 import evaluation as ev
 from scenefactory.go1.config import Go1TaskConfig, RewardTerm, nominal
+from scenefactory.go1.deploy import check
+from scenefactory.go1.deploy.check import FLOOR, TOLERANCE, sim2sim
+from scenefactory.go1.deploy.export import export_go1
 from scenefactory.go1.deploy.robot import SIM2SIM, TRAINING_SIM
+from scenefactory.go1.deploy.runner import OnnxPolicyRunner
+from scenefactory.go1.env import Go1Env
+from scenefactory.go1.render import render_go1
 from scenefactory.go1.rewards import track_ang_vel_z_fine
 from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 from scenefactory.io import atomic_write_text, write_json
@@ -127,11 +142,22 @@ def train_spec(
     )
 
 
-def train(
-    out: Path, envs: int, iterations: int, seed: int, options: RecipeOptions = RecipeOptions()
-) -> Go1Trainer:
-    """Train (or resume) a Go1 policy into ``out``; one progress line per iteration."""
-    trainer = Go1Trainer(train_spec(envs, iterations, seed, options), out)
+@dataclass(frozen=True, kw_only=True)
+class Go1TrainArgs:
+    """Arguments of ``train go1``: ``envs`` robots in parallel, ``iterations`` PPO iterations (or
+    distillation rounds, :attr:`RecipeOptions.teacher`), the ``recipe`` beyond size and seed."""
+
+    out: Path
+    envs: int = 1024
+    iterations: int = 1500
+    seed: int = 0
+    recipe: RecipeOptions = field(default_factory=RecipeOptions)
+
+
+def train(args: Go1TrainArgs) -> Go1Trainer:
+    """Train (or resume) a Go1 policy into ``args.out``; one progress line per iteration."""
+    iterations = args.iterations
+    trainer = Go1Trainer(train_spec(args.envs, iterations, args.seed, args.recipe), args.out)
     start = time.perf_counter()
     first = trainer.iteration
 
@@ -162,28 +188,35 @@ def resolve_checkpoint(checkpoint: Path | None) -> Path:
     return SHIPPED_POLICY
 
 
-def evaluate(
-    checkpoint: Path | None,
-    episodes: int,
-    seed: int,
-    out: Path,
-    quick: bool = False,
-    latency_ms: float = 0.0,
-    joint_scale: float = 1.0,
-) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class Go1EvalArgs:
+    """Arguments of ``eval go1``: the policy of ``checkpoint`` (``None``: the shipped one),
+    ``episodes`` per table row, ``quick`` (short episodes, a smoke test), and one action latency
+    [ms] and joint damping/friction scale in every robot (0 and 1: the nominal robot)."""
+
+    out: Path
+    checkpoint: Path | None = None
+    episodes: int = 64
+    seed: int = 0
+    quick: bool = False
+    latency_ms: float = 0.0
+    joint_scale: float = 1.0
+
+
+def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
     """Tracking and push-recovery tables of a policy → ``out/metrics.json`` and ``out/report.md``;
     on the nominal robot, or with one action latency and joint damping/friction scale everywhere
     (a privileged teacher is given its world's parameters)."""
-    from scenefactory.go1 import evaluation as ev
-
-    path = resolve_checkpoint(checkpoint)
+    episodes, seed, out = args.episodes, args.seed, args.out
+    latency_ms, joint_scale = args.latency_ms, args.joint_scale
+    path = resolve_checkpoint(args.checkpoint)
     policy = load_go1_policy(path, privileged=True)
     try:
         cfg = ev.EvalConfig(episodes=episodes, latency_ms=latency_ms, joint_scale=joint_scale)
         ev.condition(policy.task_cfg, cfg)
     except ValueError as exc:
         raise UserError(f"eval go1 --latency-ms {latency_ms:g} --joint-scale {joint_scale:g}: {exc}") from exc
-    if quick:
+    if args.quick:
         cfg = ev.quick(cfg)
     world = "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions"
     if not cfg.nominal:
@@ -254,37 +287,47 @@ def go1_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def export(checkpoint: Path | None, out: Path) -> dict[str, Path]:
-    """ONNX + sidecar for deployment, and ``policy.pt`` (actor only, the shippable checkpoint)."""
-    from scenefactory.go1.deploy.export import export_go1
+@dataclass(frozen=True, kw_only=True)
+class Go1ExportArgs:
+    """Arguments of ``export go1``: the policy of ``checkpoint`` (``None``: the shipped one)."""
 
-    path = resolve_checkpoint(checkpoint)
+    out: Path
+    checkpoint: Path | None = None
+
+
+def export(args: Go1ExportArgs) -> dict[str, Path]:
+    """ONNX + sidecar for deployment, and ``policy.pt`` (actor only, the shippable checkpoint)."""
+    path = resolve_checkpoint(args.checkpoint)
     policy = load_go1_policy(path)
-    paths = export_go1(policy, out)
-    paths["policy"] = save_actor_only(path, out / "policy.pt")
+    paths = export_go1(policy, args.out)
+    paths["policy"] = save_actor_only(path, args.out / "policy.pt")
     return paths
 
 
-def deploy(
-    policy_dir: Path | None,
-    episodes: int,
-    seconds: float,
-    seed: int,
-    out: Path,
-    decompose: bool = False,
-    delay_sweep: bool = False,
-) -> dict[str, Any]:
-    """Sim-to-sim check of an exported policy (exports the shipped one when ``policy_dir`` is None);
-    ``decompose`` adds the comparison against each single change of the target, ``delay_sweep``
-    against the training simulator with only an actuator delay of each of
+@dataclass(frozen=True, kw_only=True)
+class Go1DeployArgs:
+    """Arguments of ``deploy go1``: the folder ``policy_dir`` written by ``export go1`` (``None``:
+    export the shipped policy into ``out/policy`` first), ``episodes`` runs of ``seconds`` per
+    command; ``decompose`` adds the comparison against each single change of the target,
+    ``delay_sweep`` against the training simulator with only an actuator delay of each of
     :data:`~scenefactory.go1.deploy.check.SWEEP_DELAYS_MS`."""
-    from scenefactory.go1.deploy import check
-    from scenefactory.go1.deploy.check import sim2sim
-    from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 
+    out: Path
+    policy_dir: Path | None = None
+    episodes: int = 8
+    seconds: float = 10.0
+    seed: int = 0
+    decompose: bool = False
+    delay_sweep: bool = False
+
+
+def deploy(args: Go1DeployArgs) -> dict[str, Any]:
+    """Sim-to-sim check of an exported policy → ``out/sim2sim.json`` and ``out/report.md``."""
+    episodes, seconds, seed, out = args.episodes, args.seconds, args.seed, args.out
+    policy_dir = args.policy_dir
     if policy_dir is None:
         policy_dir = out / "policy"
-        export(None, policy_dir)
+        export(Go1ExportArgs(out=policy_dir))
     try:
         runner = OnnxPolicyRunner(policy_dir)
     except (FileNotFoundError, ValueError) as exc:
@@ -292,8 +335,8 @@ def deploy(
     t0 = time.perf_counter()
     result = sim2sim(runner, episodes=episodes, seconds=seconds, seed=seed)
     for key, wanted, robots in (
-        ("decomposition", decompose, check.single_changes),
-        ("delay_sweep", delay_sweep, check.delayed),
+        ("decomposition", args.decompose, check.single_changes),
+        ("delay_sweep", args.delay_sweep, check.delayed),
     ):
         if wanted:
             result[key] = check.against(
@@ -311,8 +354,6 @@ def deploy(
 
 def deploy_report(result: dict[str, Any]) -> str:
     """Markdown table of a sim-to-sim check."""
-    from scenefactory.go1.deploy.check import FLOOR, TOLERANCE
-
     lines = [
         "# Go1 sim-to-sim check",
         "",
@@ -406,12 +447,20 @@ def save_actor_only(checkpoint: Path, dest: Path) -> Path:
     return dest
 
 
-def bench(envs: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
-    """Environment steps per second of the training task (random actions, no learning) → JSON."""
-    import torch
+@dataclass(frozen=True, kw_only=True)
+class Go1BenchArgs:
+    """Arguments of ``bench go1``: ``envs`` robots stepped ``steps`` times after a warm-up."""
 
-    from scenefactory.go1.env import Go1Env
+    out: Path
+    envs: int = 1024
+    steps: int = 50
+    seed: int = 0
 
+
+def bench(args: Go1BenchArgs) -> dict[str, Any]:
+    """Environment steps per second of the training task (random actions, no learning) →
+    ``out/bench.json``."""
+    envs, steps, seed, out = args.envs, args.steps, args.seed, args.out
     print(f"bench go1: {envs} robots, timing {steps} steps after a warm-up ...", file=sys.stderr)
     env = Go1Env(Go1TaskConfig(num_envs=envs), seed=seed)
     gen = torch.Generator().manual_seed(seed)
@@ -437,9 +486,19 @@ def bench(envs: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
     return result
 
 
-def render(checkpoint: Path | None, seconds: float, seed: int, out: Path) -> Path:
-    """MP4 of the policy following a command sequence (MuJoCo's offscreen renderer)."""
-    from scenefactory.go1.render import render_go1
+@dataclass(frozen=True, kw_only=True)
+class Go1RenderArgs:
+    """Arguments of ``render go1``: the policy of ``checkpoint`` (``None``: the shipped one) walking
+    ``seconds`` through a command sequence."""
 
-    policy = load_go1_policy(resolve_checkpoint(checkpoint))
-    return render_go1(policy, out / "go1.mp4", seconds=seconds, seed=seed)
+    out: Path
+    checkpoint: Path | None = None
+    seconds: float = 16.0
+    seed: int = 0
+
+
+def render(args: Go1RenderArgs) -> Path:
+    """MP4 of the policy following a command sequence (MuJoCo's offscreen renderer) →
+    ``out/go1.mp4``."""
+    policy = load_go1_policy(resolve_checkpoint(args.checkpoint))
+    return render_go1(policy, args.out / "go1.mp4", seconds=args.seconds, seed=args.seed)
