@@ -13,12 +13,16 @@ from typing import Any
 import pytest
 
 from scenefactory.cli import main
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
-from scenefactory.experiments import EXPERIMENTS, ExperimentArgs, Sizes, get_experiment
+from scenefactory.experiments import EXPERIMENTS, ExperimentArgs, Sizes, get_experiment, read_results
 from scenefactory.experiments.base import policies
 from scenefactory.experiments.log_grounding import log_divergence
-from scenefactory.experiments.report import fmt_diff
-from scenefactory.rl.ppo import PPOConfig, TrainSpec
+from scenefactory.experiments.results import find_cell, find_contrast
+from scenefactory.experiments.tables import fmt_diff
+from scenefactory.io import json_safe
+from scenefactory.rl.driving_spec import TrainSpec
+from scenefactory.rl.ppo import PPOConfig
 from scenefactory.tasks.driving.config import DrivingTaskConfig, ObservationConfig
 
 TINY = Sizes(seeds=1, train_worlds=2, train_agents=2, iterations=1, train_scenes=2, episodes=2, eval_worlds=2)
@@ -33,7 +37,9 @@ def _tiny_spec(aware: bool, seed: int) -> TrainSpec:
         observations=ObservationConfig(friction_aware=aware),
     )
     ppo = PPOConfig(num_steps_per_env=4, num_mini_batches=1, num_learning_epochs=1)
-    return TrainSpec(task=task, ppo=ppo, engine="kinematic", iterations=1, seed=seed, num_train_scenes=2)
+    return TrainSpec(
+        task=task, ppo=ppo, engine=EngineSpec("kinematic"), iterations=1, seed=seed, num_train_scenes=2
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +50,11 @@ def tiny_policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     aware = policies("aware", [], lambda s: _tiny_spec(True, s), args, TINY)
     unaware = policies("unaware", [], lambda s: _tiny_spec(False, s), args, TINY)
     mujoco = policies(  # the mujoco tier's kind takes mujoco-trained policies only
-        "mujoco", [], lambda s: replace(_tiny_spec(True, s), engine="mujoco", physics_hz=100.0), args, TINY
+        "mujoco",
+        [],
+        lambda s: replace(_tiny_spec(True, s), engine=EngineSpec("mujoco", physics_hz=100.0)),
+        args,
+        TINY,
     )
     assert aware == [out / "train" / "aware_s0" / "checkpoints" / "latest.pt"]
     assert (out / "train" / "aware_s0" / "learning_curve.png").is_file()
@@ -127,11 +137,12 @@ def test_friction_change_end_to_end(tmp_path: Path, tiny_policies: dict[str, Pat
     assert (out / "friction_change.png").stat().st_size > 10_000
     assert f"--checkpoint kinematic={ck}" in report and doc["command"].startswith("scenefactory experiment")
     cells = doc["results"]["cells"]
-    assert sorted(cells) == [
-        f"{t}|{c}" for t in ("kinematic", "mujoco") for c in ("dry (no change)", "dry → ice at 3 s")
+    assert [(c["kind"], c["eval_tier"], c["condition"]) for c in cells] == [
+        (t, "mujoco", c) for t in ("kinematic", "mujoco") for c in ("dry (no change)", "dry → ice at 3 s")
     ]
-    for cell in cells.values():
-        assert cell["episodes"] >= 2 and cell["policies"] == 1
+    for cell in cells:
+        m = cell["metrics"]
+        assert m["episodes"] >= 2 and m["policies"] == 1 and len(cell["policies"]) == 1
         for key in (
             "goal_reach_rate",
             "collision_rate",
@@ -139,8 +150,12 @@ def test_friction_change_end_to_end(tmp_path: Path, tiny_policies: dict[str, Pat
             "mean_peak_drac_mps2",
             "high_drac_rate",
         ):
-            assert math.isfinite(cell[key]) and all(math.isfinite(x) for x in cell[f"{key}_ci95"])
+            assert math.isfinite(m[key]) and all(math.isfinite(x) for x in m[f"{key}_ci95"])
+    assert [e["subject"] for e in doc["results"]["effects"]] == ["kinematic", "mujoco"]
     assert all(math.isfinite(x) for x in _finite_numbers(doc["results"]["effects"]))
+    # the file reads back into the typed results it was written from
+    typed = read_results(out / "results.json")
+    assert typed.experiment == "friction-change" and json_safe(typed.to_json()) == doc
     assert doc["seeds"] == {"kinematic": "given checkpoints", "mujoco": "given checkpoints"}
     assert "sizes: train_worlds" in report and "seeds 3" not in report  # no seed was trained here
     assert "## Seed level" not in report and "seed_level" not in doc  # one policy per kind
@@ -163,18 +178,20 @@ def test_reports_with_several_policies_of_a_kind_have_seed_level_intervals(
         f"kinematic={u}",
     ]
     assert main([*argv, "--checkpoint", f"mujoco={m}", "--episodes", "2", "--out", str(out)]) == 0
-    doc = json.loads((out / "results.json").read_text())
-    seed = doc["seed_level"]
-    kin = seed["cells"]["kinematic|dry (no change)"]["goal_reach_rate"]
-    assert len(kin["per_seed"]) == 2 and kin["ci95"][0] <= kin["mean"] <= kin["ci95"][1]
-    assert "ci95" not in seed["cells"]["mujoco|dry (no change)"]["goal_reach_rate"]
-    [diff] = seed["comparisons"]  # the mujoco pair has one policy a side and is left out
-    assert diff["a"] == "kinematic|dry → ice at 3 s" and diff["paired"]
+    seed = read_results(out / "results.json").seed_level
+    assert seed is not None
+    kin = seed.cell("kinematic|dry (no change)").figures["goal_reach_rate"]
+    assert len(kin.per_seed) == 2 and kin.summary is not None
+    assert kin.summary.ci95[0] <= kin.summary.mean <= kin.summary.ci95[1]
+    assert seed.cell("mujoco|dry (no change)").figures["goal_reach_rate"].summary is None
+    [diff] = seed.comparisons  # the mujoco pair has one policy a side and is left out
+    assert diff.a == "kinematic|dry → ice at 3 s" and diff.paired
     per = [
-        seed["cells"][f"kinematic|{c}"]["goal_reach_rate"]["per_seed"]
+        seed.cell(f"kinematic|{c}").figures["goal_reach_rate"].per_seed
         for c in ("dry → ice at 3 s", "dry (no change)")
     ]
-    assert diff["goal_reach_rate"]["diff"] == pytest.approx(sum(x - y for x, y in zip(*per, strict=True)) / 2)
+    want = sum(x - y for x, y in zip(*per, strict=True)) / 2  # type: ignore[operator]
+    assert diff.differences["goal_reach_rate"].diff == pytest.approx(want)
     report = (out / "report.md").read_text()
     assert (
         "## Seed level" in report
@@ -187,17 +204,19 @@ def test_wet_road_end_to_end(tmp_path: Path, tiny_policies: dict[str, Path]) -> 
     given = [f"{k}={p}" for k, p in tiny_policies.items()]
     argv = ["experiment", "wet-road", "--checkpoint", given[0], "--checkpoint", given[1], "--episodes", "1"]
     assert main([*argv, "--out", str(out)]) == 0
-    doc = json.loads((out / "results.json").read_text())
+    doc = read_results(out / "results.json")
     assert (out / "wet_road.png").is_file()
     # The report shows the measured differences (not only the template's reference figures).
     report = (out / "report.md").read_text()
     for road in ("wet", "heavy_rain"):
-        measured = doc["results"]["aware_minus_unaware"][road]["mean_peak_drac_mps2"]
+        measured = find_contrast(doc.results.aware_minus_unaware, road).differences["mean_peak_drac_mps2"]
         assert fmt_diff(measured, 2) in report
-    cells = doc["results"]["cells"]
-    assert {c["road"] for c in cells.values()} == {"wet", "heavy_rain"}
-    assert all(math.isfinite(c["mean_peak_drac_mps2"]) for c in cells.values())
-    assert set(doc["results"]["aware_minus_unaware"]) == {"wet", "heavy_rain"}
+    cells = doc.results.cells
+    assert [(c.kind, c.condition) for c in cells] == [
+        (k, r) for r in ("wet", "heavy_rain") for k in ("aware", "unaware")
+    ]
+    assert all(math.isfinite(c.metrics["mean_peak_drac_mps2"]) for c in cells)
+    assert [d.subject for d in doc.results.aware_minus_unaware] == ["wet", "heavy_rain"]
 
 
 def test_log_grounding_end_to_end_and_the_engine_hook(
@@ -231,24 +250,26 @@ def test_log_grounding_end_to_end_and_the_engine_hook(
     out = tmp_path / "lg"
     argv = ["experiment", "log-grounding", "--quick", "--scenes", str(folder), "--out", str(out)]
     assert main(argv) == 0
-    doc = json.loads((out / "results.json").read_text())
-    engines = doc["results"]["engines"]
+    doc = read_results(out / "results.json")
+    engines = doc.results.engines
     corrected = [f"kinematic + {m}" for m in ("dr", "sysid", "markov", "gat", "history")]
     assert list(engines) == ["kinematic (uncorrected)", "mujoco (physics tier)", *corrected]
     for name in corrected:  # every grounding method fitted on the training logs and replayed
-        assert engines[name]["agents"] == engines["kinematic (uncorrected)"]["agents"], name
-        assert math.isfinite(engines[name]["ade_m"]), name
+        assert engines[name].agents == engines["kinematic (uncorrected)"].agents, name
+        assert math.isfinite(engines[name].ade_m), name
     assert (out / "groundings" / "history" / "config.json").is_file()
     kin = engines["kinematic (uncorrected)"]
-    assert kin["agents"] >= 2 and 0.0 <= kin["ade_m"] < 0.5  # straight constant-speed logs
-    assert math.isfinite(kin["fde_1s_m"]) and (out / "log_divergence.png").is_file()
+    assert kin.agents >= 2 and 0.0 <= kin.ade_m < 0.5  # straight constant-speed logs
+    assert [h.horizon_s for h in kin.fde] == [1.0, 3.0, 5.0, 8.0]
+    assert math.isfinite(kin.at(1.0).mean_m) and (out / "log_divergence.png").is_file()
     assert (out / "train_transitions" / "meta.json").is_file()
-    assert len(doc["config"]["heldout_scenes"]) + len(doc["config"]["train_scenes"]) == 3
+    assert len(doc.config["heldout_scenes"]) + len(doc.config["train_scenes"]) == 3
     # the human baseline: the held-out logged drivers closed loop on the reference engines
-    humans = doc["results"]["human_baseline"]
+    humans = doc.results.human_baseline
     assert list(humans) == ["kinematic (uncorrected)", "mujoco (physics tier)"]
-    assert all(h["episodes"] == kin["logged_agents"] for h in humans.values())
-    assert doc["results"]["agents"]["controlled"] == kin["logged_agents"]
+    assert all(h["episodes"] == kin.logged_agents for h in humans.values())
+    assert doc.results.agents["controlled"] == kin.logged_agents
+    assert doc.results.cells == () and doc.seed_level is None
     assert "Logged drivers on the reference engines" in (out / "report.md").read_text()
 
     # the hook: a correction is a function of the training transitions that returns an engine maker
@@ -263,13 +284,12 @@ def test_log_grounding_end_to_end_and_the_engine_hook(
         return make
 
     args = ExperimentArgs(out=tmp_path / "lg2", scenes_dir=folder)
-    doc = log_grounding.run(args, corrections={"identity": shifted})
+    rows = log_grounding.run(args, corrections={"identity": shifted}).results.engines
     assert seen == [tmp_path / "lg2" / "train_transitions"]
-    rows = doc["results"]["engines"]
-    assert rows["kinematic + identity"]["ade_m"] == pytest.approx(rows["kinematic (uncorrected)"]["ade_m"])
+    assert rows["kinematic + identity"].ade_m == pytest.approx(rows["kinematic (uncorrected)"].ade_m)
     # and the divergence function takes any engine maker directly
     every = log_divergence(log_grounding._kinematic, load_scene_dir(folder))
-    assert every["scenes"] == 3 and every["agents"] == 6
+    assert every.scenes == 3 and every.agents == 6
 
 
 def test_transfer_is_in_the_registry_and_keeps_its_flags(
@@ -282,10 +302,17 @@ def test_transfer_is_in_the_registry_and_keeps_its_flags(
     assert main([*argv, "--episodes", "1", "--iterations", "3", "--seed", "0", "--out", str(out)]) == 0
     for name in ("report.md", "results.json", "transfer.md", "transfer.json", "transfer.png"):
         assert (out / name).is_file(), name
-    assert (
-        json.loads((out / "results.json").read_text())["results"]["cells"]["mujoco->kinematic"]["episodes"]
-        >= 1
-    )
+    doc = read_results(out / "results.json")
+    cells = doc.results.cells
+    assert [(c.kind, c.eval_tier) for c in cells] == [
+        (t, e) for t in ("kinematic", "mujoco") for e in ("kinematic", "mujoco")
+    ]
+    cell = find_cell(cells, "mujoco", "kinematic")
+    assert cell.metrics["episodes"] >= 1 and cell.checkpoints == [str(mj)]
+    # transfer.json keeps the table's form: the cells under <trained>-><evaluated>
+    matrix = json.loads((out / "transfer.json").read_text())
+    assert matrix["cells"]["mujoco->kinematic"]["goal_reach_rate"] == cell.metrics["goal_reach_rate"]
+    assert matrix["trained_on"] == matrix["evaluated_on"] == ["kinematic", "mujoco"]
 
 
 def test_policies_of_one_kind_are_pooled(tiny_policies: dict[str, Path]) -> None:
@@ -295,11 +322,13 @@ def test_policies_of_one_kind_are_pooled(tiny_policies: dict[str, Path]) -> None
     from scenefactory.scenes.library import procedural_scenes
 
     ck = tiny_policies["aware"]
-    pooled = evaluate_pooled([ck, ck], lambda k: procedural_scenes("eval", 2, k), "kinematic", 0, 2)
-    one = pooled.per_policy[0]
+    scenes = lambda k: procedural_scenes("eval", 2, k)  # noqa: E731
+    pooled = evaluate_pooled([ck, ck], scenes, EngineSpec("kinematic"), 0, 2)
+    one = pooled.policies[0].metrics
     assert pooled.metrics["policies"] == 2 and pooled.metrics["episodes"] == 2 * one["episodes"]
     assert pooled.metrics["goal_reach_rate"] == pytest.approx(one["goal_reach_rate"])  # same policy twice
-    assert rate_difference(pooled.metrics, one, "goal_reach_rate")["diff"] == pytest.approx(0.0)
+    assert rate_difference(pooled.metrics, one, "goal_reach_rate").diff == pytest.approx(0.0)
+    assert pooled.policies[0].trained_seed == 0 and pooled.policies[0].trained_on == "kinematic"
     cells = [
         {"episodes": 10, "goal_reach_rate": 0.5, "collision_rate": 0.1, "offroad_rate": 0.0},
         {"episodes": 30, "goal_reach_rate": 0.9, "collision_rate": 0.0, "offroad_rate": 0.1},

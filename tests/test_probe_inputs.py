@@ -24,9 +24,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scenefactory.cli import main
+from scenefactory.engines import EngineSpec
 from scenefactory.errors import UserError
+from scenefactory.experiments.results import RESULTS_VERSION, Cell, PolicyFigures
+from scenefactory.experiments.seed_level import seed_level, write_seed_level
 from scenefactory.grounding.dataset import DATASET_FORMAT, STATE_FIELDS, load_transitions
-from scenefactory.jobs import drive
+from scenefactory.jobs import data
 from scenefactory.vehicles.params import VehicleParams
 
 JSON = st.recursive(
@@ -84,8 +87,7 @@ def good_meta(transitions: int, shards: int) -> dict[str, Any]:
     return {
         "format": DATASET_FORMAT,
         "engine": "kinematic",
-        "physics_hz": None,
-        "action_lag_steps": 0,
+        "engine_spec": EngineSpec().to_dict(),
         "policy_dt_s": 0.1,
         "vehicle": asdict(VehicleParams()),
         "state_fields": list(STATE_FIELDS),
@@ -201,8 +203,16 @@ def _nan_at(key: str, index: tuple[int, ...], value: float = math.nan) -> Callab
             r"field 'state_fields': expected \[\"x_m\"",
         ),
         (
-            lambda f: _edit_meta(f, _set("action_lag_steps", -1)),
-            r"field 'action_lag_steps': expected a whole number >= 0",
+            lambda f: _edit_meta(f, lambda m: m["engine_spec"].__setitem__("action_lag_steps", -1)),
+            r"field 'engine_spec': --action-lag-steps must be an integer >= 0, got -1",
+        ),
+        (
+            lambda f: _edit_meta(f, _set("engine_spec", {"tier": "learned"})),
+            r"field 'engine_spec': --engine learned needs --dynamics-model PATH",
+        ),
+        (  # a dataset collected before engine_spec: the flat fields are read as they were written
+            lambda f: _edit_meta(f, lambda m: m.update(engine_spec=None, action_lag_steps=-1)),
+            r"field 'engine': --action-lag-steps must be an integer >= 0, got -1",
         ),
         (
             lambda f: (f / "shard_00001.npz").write_bytes(b""),
@@ -281,7 +291,17 @@ def test_too_few_episodes_is_refused_when_asked(tmp_path: Path) -> None:
         load_transitions(folder, min_episodes=2)
 
 
-FIELDS = ("format", "shards", "transitions", "policy_dt_s", "vehicle", "state_fields", "engine", "extra")
+FIELDS = (
+    "format",
+    "shards",
+    "transitions",
+    "policy_dt_s",
+    "vehicle",
+    "state_fields",
+    "engine",
+    "engine_spec",
+    "extra",
+)
 
 
 @given(field=st.sampled_from(FIELDS), value=JSON)
@@ -351,7 +371,7 @@ def no_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
     def started() -> None:
         raise AssertionError("the progress bar started before the dataset was checked")
 
-    monkeypatch.setattr(drive, "_progress", started)
+    monkeypatch.setattr(data, "progress_bar", started)
 
 
 @pytest.mark.parametrize(
@@ -409,7 +429,7 @@ def test_cli_fits_and_grounds_a_good_dataset(dataset: Path, tmp_path: Path) -> N
         return original(folder, min_episodes)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ds, "load_transitions", counted)  # drive imports it when a command runs
+        mp.setattr(ds, "load_transitions", counted)  # the data jobs call it through its module
         mp.setattr(fit, "load_transitions", counted)
         mp.setattr(gr, "load_transitions", counted)
         fit_out, ground_out = tmp_path / "fit", tmp_path / "gnd"
@@ -425,20 +445,76 @@ def test_cli_fits_and_grounds_a_good_dataset(dataset: Path, tmp_path: Path) -> N
 # --------------------------------------------------------------------------- seed-level reports
 
 
-def _report(folder: Path, cells: Any) -> Path:
+def _report(folder: Path, cells: Any, version: Any = RESULTS_VERSION) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(json.dumps({"experiment": "x", "results": {"cells": cells}}))
+    doc = {"version": version, "experiment": "x", "results": {"cells": cells}}
+    (folder / "results.json").write_text(json.dumps(doc))
     return folder
 
 
-def _policy(seed: int, goal: Any, coll: Any = 0.1) -> dict[str, Any]:
+def _policy(seed: Any, goal: Any, coll: Any = 0.1) -> dict[str, Any]:
+    figures = {"goal_reach_rate": goal, "collision_rate": coll}
+    return {"checkpoint": f"s{seed}.pt", "trained_seed": seed, "metrics": figures}
+
+
+def _cell(kind: str, *policies: Any) -> dict[str, Any]:
+    return {"kind": kind, "eval_tier": "mujoco", "condition": "", "metrics": {}, "policies": list(policies)}
+
+
+GOOD_CELLS = [
+    _cell("a", _policy(0, 0.8), _policy(1, 0.9), _policy(2, 0.7)),
+    _cell("b", _policy(0, 0.5), _policy(1, 0.6), _policy(2, 0.55)),
+]
+
+
+@pytest.mark.parametrize(
+    ("cells", "expected"),
+    [
+        ([1, 2], r"field 'results\.cells\[0\]': expected an object, got 1"),
+        ({"a": _cell("a")}, r"field 'results\.cells': expected a list, got \{"),  # version 1's cells by name
+        ([{**_cell("a"), "policies": "abc"}], r"field 'results\.cells\[0\]\.policies': expected a list"),
+        ([{"kind": "a"}], r"field 'results\.cells\[0\]\.eval_tier' is missing"),
+        ([_cell("a", 3)], r"field 'results\.cells\[0\]\.policies\[0\]': expected an object, got 3"),
+        (
+            [_cell("a", _policy(0, "high"))],
+            r"field 'results\.cells\[0\]\.policies\[0\]\.metrics\.goal_reach_rate': "
+            r"expected a number or null, got \"high\"",
+        ),
+        ([_cell("a", _policy(0, True))], r"goal_reach_rate': expected a number or null, got true"),
+        ([_cell("a", _policy(0, 1.5))], r"goal_reach_rate': expected a rate in \[0, 1\], got 1\.5"),
+        ([_cell("a", _policy([1], 0.5))], r"trained_seed': expected an integer seed or null, got \[1\]"),
+        ([_cell("a")], r"cell 'a' has no per-policy figures"),
+        (
+            [_cell("a", _policy(0, 0.5)), _cell("a", _policy(1, 0.5))],
+            r"field 'results\.cells': cells with the same kind, tier and condition: \['a', 'a'\]",
+        ),
+    ],
+)
+def test_malformed_reports_name_the_file_and_field(
+    tmp_path: Path, cells: Any, expected: str, cli_error: Callable[..., str]
+) -> None:
+    folder = _report(tmp_path / "xp", cells)
+    err = cli_error("seed-level", str(folder))
+    assert str(folder / "results.json") in err
+    assert re.search(expected, err), err
+
+
+def test_a_report_that_is_not_an_object_or_of_another_version(
+    tmp_path: Path, cli_error: Callable[..., str]
+) -> None:
+    (tmp_path / "results.json").write_text("[]")
+    assert "results.json: expected a JSON object (an experiment report), got []" in cli_error(
+        "seed-level", str(tmp_path)
+    )
+    (tmp_path / "results.json").write_text(json.dumps({"version": RESULTS_VERSION, "results": {}}))
+    assert "field 'results.cells' is missing" in cli_error("seed-level", str(tmp_path))
+    folder = _report(tmp_path / "v9", GOOD_CELLS, version=9)
+    err = cli_error("seed-level", str(folder))
+    assert f"reads results version {RESULTS_VERSION}, the file has version 9" in err
+
+
+def _v1_policy(seed: Any, goal: Any, coll: Any = 0.1) -> dict[str, Any]:
     return {"trained_seed": seed, "goal_reach_rate": goal, "collision_rate": coll}
-
-
-GOOD_CELLS = {
-    "a": {"per_policy": [_policy(0, 0.8), _policy(1, 0.9), _policy(2, 0.7)]},
-    "b": {"per_policy": [_policy(0, 0.5), _policy(1, 0.6), _policy(2, 0.55)]},
-}
 
 
 @pytest.mark.parametrize(
@@ -452,59 +528,55 @@ GOOD_CELLS = {
         ),
         ({"a": {"per_policy": [3]}}, r"field 'results\.cells\.a\.per_policy\[0\]': expected an object"),
         (
-            {"a": {"per_policy": [_policy(0, "high")]}},
+            {"a": {"per_policy": [_v1_policy(0, "high")]}},
             r"field 'results\.cells\.a\.per_policy\[0\]\.goal_reach_rate': "
             r"expected a number or null, got \"high\"",
         ),
-        ({"a": {"per_policy": [_policy(0, True)]}}, r"goal_reach_rate': expected a number or null, got true"),
         (
-            {"a": {"per_policy": [_policy(0, 1.5)]}},
+            {"a": {"per_policy": [_v1_policy(0, 1.5)]}},
             r"goal_reach_rate': expected a rate in \[0, 1\], got 1\.5",
         ),
-        (
-            {"a": {"per_policy": [{"trained_seed": [1], "goal_reach_rate": 0.5}]}},
-            r"trained_seed': expected an integer seed or null, got \[1\]",
-        ),
+        ({"a": {"per_policy": [_v1_policy([1], 0.5)]}}, r"trained_seed': expected an integer seed or null"),
+        ({"a": {"per_policy": []}}, r"cell 'a' has no per-policy figures"),
     ],
 )
-def test_malformed_reports_name_the_file_and_field(
+def test_malformed_version_1_reports_name_the_file_and_field(
     tmp_path: Path, cells: Any, expected: str, cli_error: Callable[..., str]
 ) -> None:
-    folder = _report(tmp_path / "xp", cells)
+    """Reports written before the results were typed (no ``version``: cells keyed by name)."""
+    folder = tmp_path / "xp"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({"experiment": "x", "results": {"cells": cells}}))
     err = cli_error("seed-level", str(folder))
     assert str(folder / "results.json") in err
     assert re.search(expected, err), err
 
 
-def test_a_report_that_is_not_an_object(tmp_path: Path, cli_error: Callable[..., str]) -> None:
-    (tmp_path / "results.json").write_text("[]")
-    assert "results.json: expected a JSON object (an experiment report), got []" in cli_error(
-        "seed-level", str(tmp_path)
-    )
-    (tmp_path / "results.json").write_text('{"results": {}}')
-    assert "field 'results.cells' is missing" in cli_error("seed-level", str(tmp_path))
-
-
 def test_nan_and_missing_figures_are_reported_not_dropped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cells = {
-        "a": {"per_policy": [_policy(0, math.nan), _policy(1, 0.9), _policy(2, None)]},
-        "b": {"per_policy": [_policy(0, 0.5), _policy(1, 0.6), {"trained_seed": 2, "collision_rate": 0.2}]},
-        "c": {"per_policy": [_policy(0, 0.5), _policy(1, 0.6), _policy(2, 0.4)]},
-    }
+    cells = [
+        _cell("a", _policy(0, math.nan), _policy(1, 0.9), _policy(2, None)),
+        _cell(
+            "b", _policy(0, 0.5), _policy(1, 0.6), {"checkpoint": "s2.pt", "trained_seed": 2, "metrics": {}}
+        ),
+        _cell("c", _policy(0, 0.5), _policy(1, 0.6), _policy(2, 0.4)),
+    ]
+    cells[1]["policies"][2]["metrics"]["collision_rate"] = 0.2
     folder = _report(tmp_path / "xp", cells)
     assert main(["seed-level", str(folder), "--compare", "a", "c", "--compare", "b", "c"]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("scenefactory: warning: "), err
     assert "cell 'a' goal_reach_rate (seeds 0, 2) and 1 more" in err
     doc = json.loads((folder / "seed_level.json").read_text())
-    a = doc["cells"]["a"]["goal_reach_rate"]
+    figures = {c["label"]: c["figures"] for c in doc["cells"]}
+    a = figures["a"]["goal_reach_rate"]
     assert a["per_seed"] == [None, 0.9, None] and a["missing_seeds"] == [0, 2] and "mean" not in a
-    assert doc["cells"]["b"]["goal_reach_rate"]["missing_seeds"] == [2]
-    assert "mean" in doc["cells"]["a"]["collision_rate"]  # the other figures are summarised
+    assert figures["b"]["goal_reach_rate"]["missing_seeds"] == [2]
+    assert "mean" in figures["a"]["collision_rate"]  # the other figures are summarised
     for comparison in doc["comparisons"]:  # no difference from a partial set of seeds
-        assert "goal_reach_rate" not in comparison and "collision_rate" in comparison
+        assert "goal_reach_rate" not in comparison["differences"]
+        assert "collision_rate" in comparison["differences"]
     md = (folder / "seed_level.md").read_text()
     assert "| a | n/a / 0.900 / n/a | n/a (no figure for seed 0, 2) |" in md
     assert "| b | 0.500 / 0.600 / n/a | n/a (no figure for seed 2) |" in md
@@ -515,38 +587,61 @@ FIGURE = st.one_of(st.none(), st.floats(0.0, 1.0), st.just(math.nan), st.just(ma
 
 @given(figures=st.lists(st.lists(FIGURE, min_size=2, max_size=2), min_size=1, max_size=4))
 def test_every_figure_is_summarised_or_reported_missing(figures: list[list[float | None]]) -> None:
-    from scenefactory.experiments.seed_level import seed_level
-
-    per = [{"goal_reach_rate": g, "collision_rate": c} for g, c in figures]
-    row = seed_level({"results": {"cells": {"k": {"per_policy": per}}}})["cells"]["k"]
+    per = tuple(
+        PolicyFigures(f"s{i}.pt", None, i, None, None, {"goal_reach_rate": g, "collision_rate": c})
+        for i, (g, c) in enumerate(figures)
+    )
+    row = seed_level([Cell("k", "mujoco", "", {}, per)]).cell("k")
     for j, metric in enumerate(("goal_reach_rate", "collision_rate")):
         values = [f[j] for f in figures]
         bad = [i for i, v in enumerate(values) if v is None or not math.isfinite(v)]
-        entry = row[metric]  # never silently dropped
-        assert entry.get("missing_seeds", []) == bad
-        assert ("mean" in entry) == (not bad and len(values) > 1)
+        entry = row.figures[metric]  # never silently dropped
+        assert list(entry.missing_seeds) == bad
+        assert (entry.summary is not None) == (not bad and len(values) > 1)
 
 
-@given(where=st.sampled_from(["cells", "cell", "per_policy", "entry", "figure", "seed"]), value=JSON)
+@given(
+    where=st.sampled_from(
+        ["version", "cells", "cell", "policies", "entry", "figure", "seed", "kind", "v1 cells", "v1 entry"]
+    ),
+    value=JSON,
+)
 def test_any_report_value_summarises_or_is_a_user_error(tmp_path: Path, where: str, value: Any) -> None:
-    from scenefactory.experiments.seed_level import write_seed_level
-
+    if where.startswith("v1"):  # a report from before the results were typed: cells by name
+        v1: Any = {"a": {"per_policy": [_v1_policy(0, 0.8), _v1_policy(1, 0.9)]}, "b": {"per_policy": []}}
+        if where == "v1 cells":
+            v1 = value
+        else:
+            v1["a"]["per_policy"][1] = value
+        folder = tmp_path / "v1"
+        folder.mkdir(exist_ok=True)
+        (folder / "results.json").write_text(json.dumps({"results": {"cells": v1}}))
+        try:
+            write_seed_level(folder)
+        except UserError as exc:
+            one_line(exc)
+        return
     cells: Any = json.loads(json.dumps(GOOD_CELLS))
-    if where == "cells":
+    version: Any = RESULTS_VERSION
+    if where == "version":
+        version = value
+    elif where == "cells":
         cells = value
     elif where == "cell":
-        cells["a"] = value
-    elif where == "per_policy":
-        cells["a"]["per_policy"] = value
+        cells[0] = value
+    elif where == "policies":
+        cells[0]["policies"] = value
     elif where == "entry":
-        cells["a"]["per_policy"][1] = value
+        cells[0]["policies"][1] = value
     elif where == "figure":
-        cells["a"]["per_policy"][1]["goal_reach_rate"] = value
+        cells[0]["policies"][1]["metrics"]["goal_reach_rate"] = value
+    elif where == "seed":
+        cells[0]["policies"][1]["trained_seed"] = value
     else:
-        cells["a"]["per_policy"][1]["trained_seed"] = value
-    folder = _report(tmp_path / "xp", cells)
+        cells[0]["kind"] = value
+    folder = _report(tmp_path / "xp", cells, version)
     try:
-        write_seed_level(folder, [("a", "b")] if where != "cells" else [])
+        write_seed_level(folder, [("a", "b")] if where not in ("cells", "kind") else [])
     except UserError as exc:
         one_line(exc)
 

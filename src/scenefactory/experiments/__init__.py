@@ -18,11 +18,17 @@ with 95 % CIs), ``results.json`` (every number, atomically) and PNG plots.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from scenefactory.errors import UserError
 from scenefactory.experiments import friction_change, grounding, log_grounding, matrix, transfer, wet_road
-from scenefactory.experiments.base import Experiment, ExperimentArgs, Sizes
+from scenefactory.experiments.base import ExperimentArgs, Sizes
+from scenefactory.experiments.registry import Experiment
+from scenefactory.experiments.report import ResultsFile
+from scenefactory.experiments.results import Reader, ResultsFieldError, check_version, read_json_file
+from scenefactory.io import show_value
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
@@ -45,8 +51,8 @@ def get_experiment(name: str) -> Experiment:
     return EXPERIMENTS[name]
 
 
-def run_experiment(name: str, args: ExperimentArgs) -> dict[str, Any]:
-    """Run experiment ``name`` with ``args``; returns its ``results.json`` document."""
+def run_experiment(name: str, args: ExperimentArgs) -> ResultsFile[Any]:
+    """Run experiment ``name`` with ``args``; returns its ``results.json`` (typed)."""
     experiment = get_experiment(name)
     foreign = [flag for flag in args.options_set() if flag not in experiment.options]
     if foreign:
@@ -56,4 +62,33 @@ def run_experiment(name: str, args: ExperimentArgs) -> dict[str, Any]:
     return experiment.run(args)
 
 
-__all__ = ["EXPERIMENTS", "Experiment", "ExperimentArgs", "Sizes", "get_experiment", "run_experiment"]
+def read_results(path: Path) -> ResultsFile[Any]:
+    """The ``results.json`` at ``path`` in its typed form, read by the result class of the
+    experiment it names; a bad file (not JSON, another version, an unknown experiment, a missing
+    or mistyped field) is a ``UserError`` naming the file and the field."""
+
+    def read(data: Any) -> ResultsFile[Any]:
+        if not isinstance(data, Mapping):
+            raise ResultsFieldError(f"expected a JSON object (an experiment report), got {show_value(data)}")
+        doc = Reader(data, "")
+        check_version(doc)
+        name = doc.text("experiment")
+        if name not in EXPERIMENTS:
+            raise ResultsFieldError(
+                f"field 'experiment': unknown experiment '{name}', expected one of {', '.join(EXPERIMENTS)}"
+            )
+        return ResultsFile.from_json(data, EXPERIMENTS[name].read_results)
+
+    return read_json_file(path, read)
+
+
+__all__ = [
+    "EXPERIMENTS",
+    "Experiment",
+    "ExperimentArgs",
+    "ResultsFile",
+    "Sizes",
+    "get_experiment",
+    "read_results",
+    "run_experiment",
+]

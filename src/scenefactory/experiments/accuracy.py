@@ -15,11 +15,17 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from scenefactory.evaluation.plots import save_png
+from scenefactory.experiments.results import Reader
 
 MIN_POINTS = 3
 """Fewest points a rank correlation is computed on."""
@@ -40,6 +46,56 @@ class AccuracyPoint:
     goal_ci95: tuple[float, float]
     learned: bool = True
 
+    def to_json(self) -> dict[str, Any]:
+        """Plain data (the fields by name)."""
+        return {**asdict(self), "goal_ci95": list(self.goal_ci95)}
+
+    @classmethod
+    def from_json(cls, r: Reader) -> AccuracyPoint:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            r.text("label"),
+            r.opt_number("one_step_m"),
+            r.opt_number("rollout10_m"),
+            r.opt_number("rollout20_m"),
+            r.number("goal"),
+            r.interval("goal_ci95"),
+            r.flag("learned"),
+        )
+
+
+@dataclass(frozen=True)
+class Spearman:
+    """Spearman's ``rho`` over ``n`` pairs with its exact two-sided permutation ``p`` (NaN when
+    not computed: too few or too many points, or a constant variable)."""
+
+    n: int
+    rho: float
+    p: float
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """The rank correlation between one held-out ``error`` of the models (``one_step`` or
+    ``rollout10``) and the goal reach of the policies trained in them, over the ``models`` group:
+    ``learned`` (the learned models only) or ``all`` (with the reference models too)."""
+
+    models: str
+    error: str
+    spearman: Spearman
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data: ``models``, ``error``, ``n``, ``rho``, ``p``."""
+        s = self.spearman
+        return {"models": self.models, "error": self.error, "n": s.n, "rho": s.rho, "p": s.p}
+
+    @classmethod
+    def from_json(cls, r: Reader) -> Correlation:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            r.text("models"), r.text("error"), Spearman(r.integer("n"), r.number("rho"), r.number("p"))
+        )
+
 
 def _ranks(x: np.ndarray) -> np.ndarray:
     """Average ranks (1 … n) of ``x`` (n,), ties sharing the mean of their ranks."""
@@ -58,7 +114,7 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> float:
     return float((a * b).sum() / den) if den > 0 else math.nan
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
+def spearman(x: Sequence[float], y: Sequence[float]) -> Spearman:
     """Spearman's ρ of paired ``x``, ``y`` (n,) with its exact two-sided permutation ``p`` and ``n``.
 
     ``rho`` and ``p`` are NaN when n < :data:`MIN_POINTS`, n > 8 (the exact test enumerates n!
@@ -67,40 +123,52 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
     n = len(x)
     if n != len(y):
         raise ValueError(f"x and y must pair up, got {n} and {len(y)} values")
-    out: dict[str, Any] = {"n": n, "rho": math.nan, "p": math.nan}
+    none = Spearman(n, math.nan, math.nan)
     if n < MIN_POINTS or n > 8:
-        return out
+        return none
     rx, ry = _ranks(np.asarray(x, dtype=np.float64)), _ranks(np.asarray(y, dtype=np.float64))
     rho = _pearson(rx, ry)
     if not math.isfinite(rho):
-        return out
+        return none
     hits = total = 0
     for perm in itertools.permutations(range(n)):
         total += 1
         hits += abs(_pearson(rx, ry[list(perm)])) >= abs(rho) - 1e-12
-    return {"n": n, "rho": rho + 0.0, "p": hits / total}
+    return Spearman(n, rho + 0.0, hits / total)
 
 
-def correlations(points: Sequence[AccuracyPoint]) -> dict[str, dict[str, Any]]:
-    """ρ between each error and goal reach: ``learned/<error>`` over the learned models only,
-    ``all/<error>`` with the reference models too; errors ``one_step`` and ``rollout10``."""
-    out = {}
+ERRORS: dict[str, str] = {"one_step": "one_step_m", "rollout10": "rollout10_m"}
+"""The errors correlated with goal reach → the :class:`AccuracyPoint` field holding each."""
+
+
+def correlations(points: Sequence[AccuracyPoint]) -> tuple[Correlation, ...]:
+    """ρ between each error of :data:`ERRORS` and goal reach, over the learned models only
+    (``models`` = ``learned``) and with the reference models too (``all``)."""
+    out = []
     for group, pts in (("learned", [p for p in points if p.learned]), ("all", list(points))):
-        for name in ("one_step", "rollout10"):
-            pairs = [(getattr(p, f"{name}_m"), p.goal) for p in pts if getattr(p, f"{name}_m") is not None]
-            out[f"{group}/{name}"] = spearman([e for e, _ in pairs], [g for _, g in pairs])
-    return out
+        for error, field in ERRORS.items():
+            pairs = [(getattr(p, field), p.goal) for p in pts if getattr(p, field) is not None]
+            out.append(Correlation(group, error, spearman([e for e, _ in pairs], [g for _, g in pairs])))
+    return tuple(out)
 
 
-def describe(corr: Mapping[str, Any]) -> str:
+def find_correlation(found: Sequence[Correlation], models: str, error: str) -> Spearman:
+    """The correlation of ``error`` over the ``models`` group; ``KeyError`` when there is none."""
+    for c in found:
+        if (c.models, c.error) == (models, error):
+            return c.spearman
+    raise KeyError(f"no correlation of {error!r} over {models!r} models")
+
+
+def describe(corr: Spearman) -> str:
     """One sentence on a correlation: ρ and p, or why there is none."""
-    n = corr["n"]
-    if not math.isfinite(corr["rho"]):
+    n = corr.n
+    if not math.isfinite(corr.rho):
         why = f"too few points ({n})" if n < MIN_POINTS else "one variable is constant"
         return f"no rank correlation ({why})"
     floor = 2.0 / math.factorial(n)
     return (
-        f"Spearman ρ = {corr['rho']:+.2f} over {n} models (exact permutation p = {corr['p']:.2f}; "
+        f"Spearman ρ = {corr.rho:+.2f} over {n} models (exact permutation p = {corr.p:.2f}; "
         f"with {n} points p cannot fall below {floor:.3f})"
     )
 
@@ -115,12 +183,6 @@ def plot_accuracy(
     """Two panels (1-step and 10-step held-out error [m] on x) of goal reach on y with 95 % CI
     whiskers, one labelled point per model (reference models grey); dashed horizontal lines at the
     ``reference`` goal reaches (label → rate, e.g. the policies trained on the target itself)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    from scenefactory.evaluation.plots import save_png
-
     fig = Figure(figsize=(9.0, 4.0), facecolor="white")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 2, squeeze=False)[0]

@@ -1,9 +1,6 @@
-"""What every experiment shares: its arguments and sizes, the registry entry, policies (given as
-checkpoints or trained here, one per seed), pooled evaluation with confidence intervals, and
-differences between two conditions with their intervals.
-
-Heavy modules (rsl-rl, the renderer) are imported inside the functions that need them, so the
-command line can list the experiments without loading them.
+"""What every experiment shares: its arguments and sizes, stages that a resumed run reuses,
+policies (given as checkpoints or trained here, one per seed), pooled evaluation with confidence
+intervals, and differences between two conditions with their intervals.
 """
 
 from __future__ import annotations
@@ -14,22 +11,35 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 from rich.console import Console
 
+from scenefactory.bounds import check_scene_range
+from scenefactory.engines.spec import TIERS, EngineSpec
 from scenefactory.errors import UserError
+from scenefactory.evaluation.plots import plot_learning_curve
+from scenefactory.evaluation.rollout import evaluate
+from scenefactory.experiments.results import (
+    Cell,
+    Difference,
+    Metrics,
+    PolicyFigures,
+    Reader,
+    ResultsFieldError,
+)
 from scenefactory.io import json_safe, write_json
+from scenefactory.rl.driving import IterationStats, Trainer, load_policy
+from scenefactory.rl.driving_spec import TrainSpec
+from scenefactory.rl.ppo import PPOConfig
 from scenefactory.scenes.friction import RoadCondition
+from scenefactory.scenes.library import procedural_scenes
 from scenefactory.scenes.scene import Scene
 from scenefactory.stats import Z95
 from scenefactory.tasks.driving.config import DrivingTaskConfig
+from scenefactory.tasks.driving.env import FinishedEpisodes
 from scenefactory.tasks.driving.metrics import EpisodeLog, summarize
-
-if TYPE_CHECKING:
-    from scenefactory.rl.ppo import TrainSpec
-    from scenefactory.tasks.driving.env import FinishedEpisodes
 
 console = Console(stderr=True)
 
@@ -112,8 +122,6 @@ class ExperimentArgs:
         """``UserError`` naming the flags unless the procedural scenes of a run at ``sizes`` stay in
         their seed ranges: each trained seed ``s`` trains on scenes ``s .. s + train_scenes − 1``
         of the training range, and every evaluation plays ``--seed .. --seed + episodes − 1``."""
-        from scenefactory.bounds import check_scene_range
-
         n = sizes.seeds - 1 + sizes.train_scenes
         check_scene_range(
             "train",
@@ -128,9 +136,6 @@ class ExperimentArgs:
     def checkpoints_by_kind(self, kinds: Sequence[str]) -> dict[str, list[Path]]:
         """Given checkpoints grouped by kind; an unknown kind, a missing, unsafe or foreign file is a
         ``UserError``."""
-        from scenefactory.engines import ENGINES
-        from scenefactory.rl.ppo import load_policy
-
         out: dict[str, list[Path]] = {k: [] for k in kinds}
         for kind, path in self.checkpoints:
             if kind not in out:
@@ -144,28 +149,13 @@ class ExperimentArgs:
                 trained_on = load_policy(path).meta.get("engine")
             except UserError as exc:
                 raise UserError(f"--checkpoint {kind}={path}: {exc}") from None
-            if kind in ENGINES and trained_on is not None and trained_on != kind:
+            if kind in TIERS and trained_on is not None and trained_on != kind:
                 raise UserError(
                     f"--checkpoint {kind}={path}: the policy was trained on {trained_on}, "
                     f"expected a {kind}-trained one for KIND {kind}"
                 )
             out[kind].append(Path(path))
         return out
-
-
-Runner = Callable[[ExperimentArgs], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """A registry entry: name, one-line summary, the checkpoint kinds it accepts, its runner, and
-    the experiment-specific flags it takes (``--action-lag-steps``, ``--budget``, ``--dynamics-model``)."""
-
-    name: str
-    summary: str
-    kinds: tuple[str, ...]
-    run: Runner
-    options: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------------------------ policies
@@ -208,19 +198,42 @@ def finish_stage(folder: Path, key: Mapping[str, Any], result: Mapping[str, Any]
     write_json(folder / STAGE_FILE, {"key": _canonical(key), "result": result})
 
 
+class JsonForm(Protocol):
+    """A result with a JSON form (read back by its class's ``from_json(Reader)``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        ...
+
+
+S = TypeVar("S", bound=JsonForm)
+
+
 def staged(
-    folder: Path, key: Mapping[str, Any], run: Callable[[], dict[str, Any]], record: bool = True
-) -> tuple[dict[str, Any], bool]:
+    folder: Path,
+    key: Mapping[str, Any],
+    run: Callable[[], S],
+    read: Callable[[Reader], S],
+    record: bool = True,
+) -> tuple[S, bool]:
     """``(result, reused)``: the result of the stage that finished in ``folder`` with inputs
-    ``key``, or ``run()``'s, recorded for the next run (unless ``record`` is false: inputs that
-    cannot be told apart, such as data without a stage record, are never reused)."""
+    ``key`` (its recorded JSON form read back by ``read``), or ``run()``'s, recorded for the next
+    run (unless ``record`` is false: inputs that cannot be told apart, such as data without a stage
+    record, are never reused). A finished record this version cannot read is a ``UserError``
+    naming the file and the field: rerunning the stage would change what later stages were built
+    on, so deleting the folder is the user's call."""
     done = finished_stage(folder, key) if record else None
     if done is not None:
-        return done, True
+        try:
+            return read(Reader(done, "result")), True
+        except ResultsFieldError as exc:
+            raise UserError(
+                f"{folder / STAGE_FILE}: {exc} (delete {folder} to redo this stage and what was built on it)"
+            ) from None
     start_stage(folder)
     result = run()
     if record:
-        finish_stage(folder, key, result)
+        finish_stage(folder, key, result.to_json())
     return result, False
 
 
@@ -234,12 +247,12 @@ def stage_record(folder: Path) -> str | None:
 def train_policy(spec: TrainSpec, scenes: Sequence[Scene], out: Path, label: str) -> Path:
     """Train (or resume) one policy with :class:`~scenefactory.rl.ppo.Trainer`; returns its
     ``latest.pt``. A log line every 10 iterations."""
-    from scenefactory.evaluation.plots import plot_learning_curve
-    from scenefactory.rl.ppo import IterationStats, Trainer
-
     trainer = Trainer(spec, scenes, out)
     t0 = time.perf_counter()
-    console.print(f"[bold]{label}[/]: training {spec.iterations} iterations on {spec.engine} in {out}")
+    tier = spec.engine.tier
+    console.print(
+        f"[bold]{label}[/]: training {spec.iterations} iterations on {engine_name(spec.engine)} in {out}"
+    )
 
     def on_iteration(s: IterationStats) -> None:
         if s.iteration % 10 == 0 or s.iteration == spec.iterations:
@@ -250,7 +263,7 @@ def train_policy(spec: TrainSpec, scenes: Sequence[Scene], out: Path, label: str
             )
 
     trainer.run(on_iteration)
-    plot_learning_curve(trainer.history, out / "learning_curve.png", title=f"{label} ({spec.engine})")
+    plot_learning_curve(trainer.history, out / "learning_curve.png", title=f"{label} ({tier})")
     return trainer.ckpt_dir / "latest.pt"
 
 
@@ -265,8 +278,6 @@ def policies(
     ``args.seed … args.seed + sizes.seeds − 1`` into ``out/train/<kind>_s<seed>``."""
     if given:
         return list(given)
-    from scenefactory.scenes.library import procedural_scenes
-
     paths = []
     for seed in range(args.seed, args.seed + sizes.seeds):
         spec = make_spec(seed)
@@ -280,30 +291,20 @@ def policies(
 
 
 def train_spec(
-    engine: str,
-    sizes: Sizes,
-    seed: int,
-    grounding: Path | None = None,
-    action_lag_steps: int = 0,
-    dynamics_model: Path | None = None,
-) -> Any:
-    """The :class:`~scenefactory.rl.ppo.TrainSpec` of a policy trained on ``engine`` (the demo's
-    task and PPO settings at ``sizes``)."""
-    from scenefactory.jobs.drive import TrainArgs, make_spec
-
-    return make_spec(
-        TrainArgs(
-            out=Path("."),
-            engine=engine,
-            worlds=sizes.train_worlds,
-            agents=sizes.train_agents,
-            iterations=sizes.iterations,
-            seed=seed,
-            num_train_scenes=sizes.train_scenes,
-            grounding=None if grounding is None else str(grounding),
-            dynamics_model=None if dynamics_model is None else str(dynamics_model),
-            action_lag_steps=action_lag_steps,
-        )
+    engine: EngineSpec, sizes: Sizes, seed: int, task: DrivingTaskConfig | None = None
+) -> TrainSpec:
+    """The :class:`~scenefactory.rl.ppo.TrainSpec` of a policy trained on ``engine`` at ``sizes``:
+    ``task`` (default: the demo's driving task with the sizes' worlds and agents) and the default
+    PPO settings, on ``sizes.train_scenes`` procedural scenes."""
+    if task is None:
+        task = DrivingTaskConfig(num_worlds=sizes.train_worlds, agents_per_world=sizes.train_agents)
+    return TrainSpec(
+        task=task,
+        ppo=PPOConfig(),
+        engine=engine,
+        iterations=sizes.iterations,
+        seed=seed,
+        num_train_scenes=sizes.train_scenes,
     )
 
 
@@ -315,6 +316,12 @@ def training_seeds(given: Sequence[Path], args: ExperimentArgs, sizes: Sizes) ->
 # ---------------------------------------------------------------------------------- evaluation
 
 
+def engine_name(engine: EngineSpec) -> str:
+    """How logs and reports name an engine: its tier, with its actuator lag where it has one."""
+    lag = engine.action_lag_steps
+    return engine.tier + (f" + lag {lag}" if lag else "")
+
+
 def on_road(scene: Scene, road: RoadCondition) -> Scene:
     """``scene`` with its road replaced: surface, water film and the friction they give."""
     return replace(scene, surface=road.surface, water_film_mm=road.water_film_mm, friction=road.mu)
@@ -322,85 +329,78 @@ def on_road(scene: Scene, road: RoadCondition) -> Scene:
 
 @dataclass(frozen=True)
 class Pooled:
-    """Agent-episodes of several policies on the same scenes: the pooled metrics (keys as in
-    ``metrics.json``, with 95 % CIs), each policy's own metrics, and the pooled records."""
+    """Agent-episodes of several policies on the same scenes: the pooled ``metrics`` (keys as in
+    ``metrics.json``, with 95 % CIs, plus ``scenes`` and ``policies``), each policy's own figures,
+    and the pooled records."""
 
     metrics: dict[str, Any]
-    per_policy: list[dict[str, Any]]
+    policies: tuple[PolicyFigures, ...]
     records: FinishedEpisodes
+
+    def cell(self, kind: str, eval_tier: str, condition: str = "", train_wall_s: float | None = None) -> Cell:
+        """These evaluations as the cell of policies of ``kind`` on ``eval_tier`` under ``condition``."""
+        return Cell(kind, eval_tier, condition, self.metrics, self.policies, train_wall_s)
 
 
 def evaluate_pooled(
     checkpoints: Sequence[Path],
     scenes_for: Callable[[int], list[Scene]],
-    engine: str,
+    engine: EngineSpec,
     seed: int,
     eval_worlds: int,
     edit_task: Callable[[DrivingTaskConfig], DrivingTaskConfig] = lambda t: t,
     label: str = "",
-    action_lag_steps: int = 0,
 ) -> Pooled:
     """Evaluate every checkpoint (deterministic actions) on ``scenes_for(agents_per_world)`` with
-    its task config passed through ``edit_task``, on ``engine`` with its actions ``action_lag_steps``
-    policy steps late; pool the agent-episodes of all of them."""
-    from scenefactory.evaluation.rollout import evaluate
-    from scenefactory.rl.ppo import load_policy
-
+    its task config passed through ``edit_task``, on ``engine`` (its actuator lag included); pool
+    the agent-episodes of all of them."""
     pooled, per_policy = EpisodeLog(), []
+    name = engine_name(engine)
     for i, ckpt in enumerate(checkpoints):
         policy = load_policy(ckpt)
         task = edit_task(policy.task_cfg)
         scenes = scenes_for(task.agents_per_world)
         t0 = time.perf_counter()
-        metrics, log = evaluate(
-            policy.act,
-            task,
-            scenes,
-            engine=engine,
-            num_worlds=eval_worlds,
-            seed=seed,
-            action_lag_steps=action_lag_steps,
+        metrics, log = evaluate(policy.act, task, scenes, engine=engine, num_worlds=eval_worlds, seed=seed)
+        figures = PolicyFigures(
+            checkpoint=str(ckpt),
+            trained_on=policy.meta.get("engine"),
+            trained_seed=policy.meta.get("seed"),
+            trained_iterations=policy.meta.get("iteration"),
+            wall_s=time.perf_counter() - t0,
+            metrics=metrics,
         )
-        metrics.update(
-            {
-                "checkpoint": str(ckpt),
-                "trained_on": policy.meta.get("engine"),
-                "trained_seed": policy.meta.get("seed"),
-                "trained_iterations": policy.meta.get("iteration"),
-                "wall_s": time.perf_counter() - t0,
-            }
-        )
-        per_policy.append(metrics)
+        per_policy.append(figures)
         pooled.parts.extend(log.parts)
         console.print(
-            f"  {label} policy {i + 1}/{len(checkpoints)} on {engine}: "
+            f"  {label} policy {i + 1}/{len(checkpoints)} on {name}: "
             f"goal {metrics['goal_reach_rate']:.3f}, collision {metrics['collision_rate']:.3f}, "
             f"peak DRAC {metrics['mean_peak_drac_mps2']:.2f} m/s² "
-            f"({metrics['episodes']} agent-episodes, {metrics['wall_s']:.0f} s)"
+            f"({metrics['episodes']} agent-episodes, {figures.wall_s:.0f} s)"
         )
     records = pooled.cat()
-    metrics = summarize(records)
-    metrics["scenes"] = per_policy[0]["scenes"] if per_policy else 0
-    metrics["policies"] = len(per_policy)
-    return Pooled(metrics, per_policy, records)
+    out = summarize(records)
+    out["scenes"] = per_policy[0].metrics["scenes"] if per_policy else 0
+    out["policies"] = len(per_policy)
+    return Pooled(out, tuple(per_policy), records)
 
 
-def rate_difference(a: Mapping[str, Any], b: Mapping[str, Any], key: str) -> dict[str, Any]:
+def rate_difference(a: Metrics, b: Metrics, key: str) -> Difference:
     """``a[key] − b[key]`` for a rate over independent agent-episodes, with a normal (Wald) 95 %
     interval: ± z·√(p_a(1−p_a)/n_a + p_b(1−p_b)/n_b)."""
     pa, na, pb, nb = a[key], a["episodes"], b[key], b["episodes"]
     if not (na and nb):
-        return {"diff": math.nan, "ci95": [math.nan, math.nan]}
+        return Difference(math.nan, (math.nan, math.nan))
     half = Z95 * math.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb)
     d = pa - pb
-    return {"diff": d, "ci95": [d - half, d + half]}
+    return Difference(d, (d - half, d + half))
 
 
-def mean_difference(a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
+def mean_difference(a: torch.Tensor, b: torch.Tensor) -> Difference:
     """``mean(a) − mean(b)`` with a normal (Welch) 95 % interval: ± z·√(s_a²/n_a + s_b²/n_b)."""
     if a.numel() < 2 or b.numel() < 2:
-        return {"diff": math.nan, "ci95": [math.nan, math.nan]}
+        return Difference(math.nan, (math.nan, math.nan))
     a, b = a.double(), b.double()
     d = float(a.mean() - b.mean())
     half = Z95 * math.sqrt(float(a.var()) / a.numel() + float(b.var()) / b.numel())
-    return {"diff": d, "ci95": [d - half, d + half]}
+    return Difference(d, (d - half, d + half))

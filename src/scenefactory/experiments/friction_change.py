@@ -16,13 +16,13 @@ the change (the others ended before it and are identical in both conditions).
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.experiments.base import (
-    Experiment,
     ExperimentArgs,
     Sizes,
     evaluate_pooled,
@@ -30,17 +30,15 @@ from scenefactory.experiments.base import (
     on_road,
     policies,
     rate_difference,
+    train_spec,
     training_seeds,
 )
-from scenefactory.experiments.report import (
-    delta_label,
-    fmt_diff,
-    markdown_table,
-    metrics_table,
-    plot_grouped_panels,
-    write_report,
-)
+from scenefactory.experiments.registry import Experiment
+from scenefactory.experiments.report import ResultsFile, plot_grouped_panels, write_report
+from scenefactory.experiments.results import Cell, Contrast, Reader, find_cell
+from scenefactory.experiments.tables import delta_label, fmt_diff, markdown_table, metrics_table
 from scenefactory.scenes.friction import PRESETS
+from scenefactory.scenes.library import procedural_scenes
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig, FrictionChange, task_config_to_dict
 
@@ -58,28 +56,34 @@ KEYS = ("goal_reach_rate", "collision_rate", "offroad_rate", "mean_peak_drac_mps
 NO_CHANGE, CHANGE = "dry (no change)", f"dry → ice at {CHANGE_AT_S:g} s"
 
 
-def _spec(tier: str, sizes: Sizes, seed: int) -> Any:
-    from scenefactory.rl.ppo import PPOConfig, TrainSpec
+@dataclass(frozen=True)
+class FrictionChangeResults:
+    """One cell per training tier and road (``NO_CHANGE``, ``CHANGE``), all on ``EVAL_ENGINE``
+    (each cell's metrics add ``exposed``: its agent-episodes still driving at the change), and per
+    tier the change's effect (with − without) per metric."""
 
-    task = DrivingTaskConfig(num_worlds=sizes.train_worlds, agents_per_world=sizes.train_agents)
-    return TrainSpec(
-        task=task,
-        ppo=PPOConfig(),
-        engine=tier,
-        iterations=sizes.iterations,
-        seed=seed,
-        num_train_scenes=sizes.train_scenes,
-    )
+    cells: tuple[Cell, ...]
+    effects: tuple[Contrast, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        return {"cells": [c.to_json() for c in self.cells], "effects": [e.to_json() for e in self.effects]}
+
+    @classmethod
+    def from_json(cls, r: Reader) -> FrictionChangeResults:
+        """Inverse of :meth:`to_json`."""
+        return cls(r.objects("cells", Cell.from_json), r.objects("effects", Contrast.from_json))
 
 
-def run(args: ExperimentArgs) -> dict[str, Any]:
-    """Run the experiment; writes the report folder and returns ``results.json``'s document."""
-    from scenefactory.scenes.library import procedural_scenes
-
+def run(args: ExperimentArgs) -> ResultsFile[FrictionChangeResults]:
+    """Run the experiment; writes the report folder and returns its results file."""
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)
     given = args.checkpoints_by_kind(TIERS)
-    ckpts = {tier: policies(tier, given[tier], partial(_spec, tier, sizes), args, sizes) for tier in TIERS}
+    ckpts = {
+        tier: policies(tier, given[tier], partial(train_spec, EngineSpec(tier), sizes), args, sizes)
+        for tier in TIERS
+    }
     dry, ice = PRESETS[ROAD_BEFORE], PRESETS[ROAD_AFTER]
     cache: dict[int, list[Scene]] = {}
 
@@ -101,47 +105,47 @@ def run(args: ExperimentArgs) -> dict[str, Any]:
         change_steps.add(at_step)
         return replace(task, friction_change=FrictionChange(at_step, ice.mu))
 
-    cells: dict[str, dict[str, Any]] = {}
-    effects: dict[str, dict[str, Any]] = {}
+    engine = EngineSpec(EVAL_ENGINE)
+    cells: list[Cell] = []
+    effects: list[Contrast] = []
     for tier in TIERS:
         base = evaluate_pooled(
-            ckpts[tier], scenes_for, EVAL_ENGINE, args.seed, sizes.eval_worlds, label=f"{tier}, {NO_CHANGE}"
+            ckpts[tier], scenes_for, engine, args.seed, sizes.eval_worlds, label=f"{tier}, {NO_CHANGE}"
         )
         changed = evaluate_pooled(
-            ckpts[tier],
-            scenes_for,
-            EVAL_ENGINE,
-            args.seed,
-            sizes.eval_worlds,
-            with_change,
-            f"{tier}, {CHANGE}",
+            ckpts[tier], scenes_for, engine, args.seed, sizes.eval_worlds, with_change, f"{tier}, {CHANGE}"
         )
         at_step = min(change_steps)
         for cond, pooled in ((NO_CHANGE, base), (CHANGE, changed)):
-            m = dict(pooled.metrics)
-            m["exposed"] = int((pooled.records.steps > at_step).sum())
-            cells[f"{tier}|{cond}"] = {"trained_on": tier, "road": cond, **m, "per_policy": pooled.per_policy}
-        effects[tier] = {
-            **{k: rate_difference(changed.metrics, base.metrics, k) for k in KEYS if k.endswith("_rate")},
-            "mean_peak_drac_mps2": mean_difference(
-                changed.records.peak_drac_mps2, base.records.peak_drac_mps2
-            ),
+            exposed = int((pooled.records.steps > at_step).sum())
+            cells.append(
+                Cell(tier, EVAL_ENGINE, cond, {**pooled.metrics, "exposed": exposed}, pooled.policies)
+            )
+        differences = {
+            k: rate_difference(changed.metrics, base.metrics, k) for k in KEYS if k.endswith("_rate")
         }
+        differences["mean_peak_drac_mps2"] = mean_difference(
+            changed.records.peak_drac_mps2, base.records.peak_drac_mps2
+        )
+        effects.append(Contrast(tier, differences))
 
-    rows = [([c["trained_on"], c["road"]], c) for c in cells.values()]
+    rows = [([c.kind, c.condition], c.metrics) for c in cells]
     table = metrics_table(["trained on", f"evaluated on {EVAL_ENGINE}"], rows, KEYS)
     exposure = ", ".join(
-        f"{c['trained_on']} {c['exposed']}/{c['episodes']}" for c in cells.values() if c["road"] == CHANGE
+        f"{c.kind} {c.metrics['exposed']}/{c.metrics['episodes']}" for c in cells if c.condition == CHANGE
     )
     effect_rows = [
-        [tier, *(fmt_diff(effects[tier][k], 2 if k.endswith("_mps2") else 3) for k in KEYS)] for tier in TIERS
+        [e.subject, *(fmt_diff(e.differences[k], 2 if k.endswith("_mps2") else 3) for k in KEYS)]
+        for e in effects
     ]
     effect_table = markdown_table(["trained on", *(delta_label(k) for k in KEYS)], effect_rows)
-    series = {cond: {tier: cells[f"{tier}|{cond}"] for tier in TIERS} for cond in (NO_CHANGE, CHANGE)}
     plot = plot_grouped_panels(
         args.out / "friction_change.png",
         [f"trained on {t}" for t in TIERS],
-        {c: {f"trained on {t}": m for t, m in v.items()} for c, v in series.items()},
+        {
+            cond: {f"trained on {t}": find_cell(cells, t, condition=cond).metrics for t in TIERS}
+            for cond in (NO_CHANGE, CHANGE)
+        },
         ("goal_reach_rate", "collision_rate", "offroad_rate", "mean_peak_drac_mps2"),
         f"{NAME} on {EVAL_ENGINE}: {ROAD_BEFORE} (μ {dry.mu:.2f}) vs → {ROAD_AFTER} (μ {ice.mu:.2f})",
     )
@@ -170,15 +174,23 @@ the new value from then on). Agent-episodes still driving at the change: {exposu
             "change_at_s": CHANGE_AT_S,
             "checkpoints": {t: [str(p) for p in v] for t, v in ckpts.items()},
             "training_task_of_policies_trained_here": task_config_to_dict(
-                _spec("kinematic", sizes, args.seed).task
+                train_spec(EngineSpec(), sizes, args.seed).task
             ),
         },
-        {"cells": cells, "effects": effects},
+        FrictionChangeResults(tuple(cells), tuple(effects)),
         [plot],
         time.perf_counter() - t0,
-        seed_compare=[(f"{t}|{CHANGE}", f"{t}|{NO_CHANGE}") for t in TIERS],
+        seed_compare=[
+            (find_cell(cells, t, condition=CHANGE), find_cell(cells, t, condition=NO_CHANGE)) for t in TIERS
+        ],
         seed_paired=True,
     )
 
 
-EXPERIMENT = Experiment(NAME, "policies of both tiers on mujoco, road dry → ice mid-episode", TIERS, run)
+EXPERIMENT = Experiment(
+    NAME,
+    "policies of both tiers on mujoco, road dry → ice mid-episode",
+    TIERS,
+    run,
+    FrictionChangeResults.from_json,
+)

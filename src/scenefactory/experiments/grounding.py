@@ -2,8 +2,9 @@
 
 The target is the mujoco tier under conditions the kinematic tier does not model: the procedural
 scenes' own road conditions (40 % of them wet or in heavy rain: friction-limited tyres) and an
-actuator lag of :data:`DEFAULT_LAG_STEPS` policy steps (``--action-lag-steps``; every action
-reaches the car that many steps late, :class:`~scenefactory.engines.wrappers.LaggedEngine`).
+actuator lag of :data:`~scenefactory.experiments.stages.DEFAULT_LAG_STEPS` policy steps
+(``--action-lag-steps``; every action reaches the car that many steps late,
+:class:`~scenefactory.engines.wrappers.LaggedEngine`).
 
 1. ``none``: policies trained on the plain kinematic tier (direct transfer), one per seed.
 2. Target data: the first ``none`` policy drives the target (``grounding.dataset.collect``: the
@@ -34,261 +35,174 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
-from functools import partial
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from scenefactory.checkpoint import load_checkpoint
 from scenefactory.dynamics.correctors import Method
-from scenefactory.errors import UserError
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.experiments.base import (
-    Experiment,
     ExperimentArgs,
     Pooled,
     Sizes,
-    console,
     evaluate_pooled,
     policies,
-    stage_record,
-    staged,
+    rate_difference,
     train_spec,
     training_seeds,
 )
-from scenefactory.experiments.gap import DRAWS, OUTCOMES, gap_closed, gap_difference, scene_counts
-from scenefactory.experiments.report import (
-    fmt_ci,
-    fmt_diff,
-    markdown_table,
-    plot_grouped_panels,
-    plot_intervals,
-    write_report,
+from scenefactory.experiments.gap import (
+    DRAWS,
+    OUTCOMES,
+    GapClosed,
+    find_gap,
+    gap_closed,
+    gap_difference,
+    scene_counts,
 )
-from scenefactory.scenes.scene import Scene
+from scenefactory.experiments.registry import Experiment
+from scenefactory.experiments.report import ResultsFile, plot_grouped_panels, plot_intervals, write_report
+from scenefactory.experiments.results import (
+    Cell,
+    Contrast,
+    Reader,
+    find_cell,
+)
+from scenefactory.experiments.stages import (
+    COLLECT_MARGIN,
+    HOLDOUT_FRAC,
+    TARGET_TIER,
+    Collection,
+    GroundingFit,
+    GroundingSettings,
+    collect_target,
+    fit_groundings,
+    held_out_scenes,
+)
+from scenefactory.experiments.tables import fmt_ci, fmt_diff, markdown_table
+from scenefactory.rl.driving_spec import TrainSpec
 
 NAME = "grounding"
-DEFAULT_LAG_STEPS = 3
-"""Target actuator lag [policy steps of 0.1 s]. A kinematic policy loses little at 1 step
-(measured: goal reach 0.90 → 0.88 on mujoco) and clearly more at 2."""
-ENGINE = "mujoco"
+ENGINE = TARGET_TIER
 BASE, ORACLE, HIGHLIGHT = "none", "oracle", Method.HISTORY.value
 METHODS = tuple(m.value for m in Method)
 KINDS = (*METHODS, ORACLE)
 KEYS = tuple(OUTCOMES)
 OTHER_TIERS = ("mujoco", "kinematic")
 """Engines every policy is also evaluated on, without the target's lag."""
-HOLDOUT_FRAC = 0.2
-"""Episodes of the target data the fits hold out (``GroundConfig.holdout_frac``)."""
-COLLECT_MARGIN = 2.0
-"""Target transitions collected per budgeted one (held-out episodes, finished agents)."""
-TRAIN_SPLIT_MARGIN = 1.15
-"""Collected transitions per budgeted one beyond the held-out share (the split is by episodes)."""
-COLLECT_ATTEMPTS = 3
-"""Collections tried before giving up on the budget."""
 FULL = Sizes(seeds=3, train_worlds=128, train_agents=8, iterations=200, train_scenes=120, episodes=100)
 QUICK = Sizes(
     seeds=1, train_worlds=16, train_agents=4, iterations=15, train_scenes=24, episodes=12, eval_worlds=12
 )
-
-
-@dataclass(frozen=True)
-class GroundingSettings:
-    """The target and the fits.
-
-    ``action_lag_steps`` target actuator lag [policy steps]; ``budget`` target transitions each fit
-    may use; ``collect_worlds`` worlds (× the sizes' ``train_agents``) driven to collect them;
-    ``fit_steps`` Adam steps of the networks, ``sysid_iterations`` of system identification,
-    ``gat_sim_transitions`` bicycle transitions for GAT's inverse model, ``history_len`` H of the
-    history-conditioned correction.
-    """
-
-    action_lag_steps: int = DEFAULT_LAG_STEPS
-    budget: int = 20_000
-    collect_worlds: int = 32
-    fit_steps: int = 2000
-    sysid_iterations: int = 200
-    gat_sim_transitions: int = 20_000
-    history_len: int = 8
-
-    def __post_init__(self) -> None:
-        """The lag may be 0 (no lag); every other setting must be a positive integer."""
-        for name, value in asdict(self).items():
-            low = 0 if name == "action_lag_steps" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise UserError(f"grounding setting {name} must be an integer >= {low}, got {value!r}")
-
-    def with_flags(self, args: ExperimentArgs) -> GroundingSettings:
-        """These settings with ``--action-lag-steps`` and ``--budget`` applied."""
-        lag = self.action_lag_steps if args.action_lag_steps is None else args.action_lag_steps
-        return replace(self, action_lag_steps=lag, budget=args.budget or self.budget)
-
-
 FULL_SETTINGS = GroundingSettings()
 QUICK_SETTINGS = GroundingSettings(
     budget=2000, collect_worlds=8, fit_steps=200, sysid_iterations=20, gat_sim_transitions=2000
 )
 
 
-def collection_key(
-    settings: GroundingSettings, agents: int, seed: int, checkpoint: Path | None
-) -> dict[str, Any]:
-    """The inputs of a target collection: a finished one with the same inputs is reused."""
-    return {
-        "engine": ENGINE,
-        "worlds": settings.collect_worlds,
-        "agents": agents,
-        "seed": seed,
-        "checkpoint": None if checkpoint is None else str(checkpoint),
-        "action_lag_steps": settings.action_lag_steps,
-        "budget": settings.budget,
-    }
+@dataclass(frozen=True)
+class GroundingKind:
+    """What the policies of ``kind`` were trained on (``kinematic + dr``, ``mujoco + lag 3``) and
+    how many target transitions that engine was built from (the oracle: its PPO experience on the
+    target; ``None``: the policies were given as checkpoints)."""
+
+    kind: str
+    trained_on: str
+    target_transitions: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data: the fields by name."""
+        return {
+            "kind": self.kind,
+            "trained_on": self.trained_on,
+            "target_transitions": self.target_transitions,
+        }
+
+    @classmethod
+    def from_json(cls, r: Reader) -> GroundingKind:
+        """Inverse of :meth:`to_json`."""
+        return cls(r.text("kind"), r.text("trained_on"), r.opt_integer("target_transitions"))
 
 
-def collect_target(
-    out: Path, settings: GroundingSettings, agents: int, seed: int, checkpoint: Path | None
-) -> dict[str, Any]:
-    """Drive the target (``ENGINE`` with the lag) with ``checkpoint``'s policy mix until the data
-    leaves the budget after the held-out episodes; the dataset's meta. A first attempt is sized by
-    :data:`COLLECT_MARGIN`; agents that finish early record nothing until their world resets, so
-    when it falls short the collection is redone longer (up to :data:`COLLECT_ATTEMPTS` times). A
-    collection that finished in ``out`` with the same inputs is reused (a resumed run)."""
-    meta, reused = staged(
-        out,
-        collection_key(settings, agents, seed, checkpoint),
-        lambda: _collect(out, settings, agents, seed, checkpoint),
-    )
-    when = "recorded by an earlier run" if reused else f"{meta['wall_s']:.0f} s"
-    console.print(f"target data: {meta['transitions']} transitions in {out} ({when})")
-    return meta
+@dataclass(frozen=True)
+class GroundingResults:
+    """Every policy kind on the target (``cells``: tier :data:`ENGINE`, condition ``lag N``), what
+    each kind was trained on (``kinds``), every kind on each of :data:`OTHER_TIERS` without the lag
+    (``other_tiers``), the gap each kind closes per outcome (``gap_closed``), the history-conditioned
+    method against each other kind (``history_vs``: differences ``goal_reach_rate`` (Wald) and
+    ``gap_closed`` (bootstrap)), the fits by method (``groundings``) and the target data
+    (``target_data``; ``None`` when every method's policies were given)."""
 
+    cells: tuple[Cell, ...]
+    kinds: tuple[GroundingKind, ...]
+    other_tiers: tuple[Cell, ...]
+    gap_closed: tuple[GapClosed, ...]
+    history_vs: tuple[Contrast, ...]
+    groundings: Mapping[str, GroundingFit]
+    target_data: Collection | None
 
-def _collect(
-    out: Path, settings: GroundingSettings, agents: int, seed: int, checkpoint: Path | None
-) -> dict[str, Any]:
-    """:func:`collect_target`'s collection, redone longer while it falls short."""
-    import shutil
+    def to_json(self) -> dict[str, Any]:
+        """Plain data: the fields by name, lists of objects (``groundings`` by method)."""
+        return {
+            "cells": [c.to_json() for c in self.cells],
+            "kinds": [k.to_json() for k in self.kinds],
+            "other_tiers": [c.to_json() for c in self.other_tiers],
+            "gap_closed": [g.to_json() for g in self.gap_closed],
+            "history_vs": [c.to_json() for c in self.history_vs],
+            "groundings": {m: f.to_json() for m, f in self.groundings.items()},
+            "target_data": None if self.target_data is None else self.target_data.to_json(),
+        }
 
-    from scenefactory.grounding.dataset import collect
-
-    per_step = settings.collect_worlds * agents
-    need = math.ceil(TRAIN_SPLIT_MARGIN * settings.budget / (1.0 - HOLDOUT_FRAC))
-    steps = math.ceil(COLLECT_MARGIN * settings.budget / ((1.0 - HOLDOUT_FRAC) * per_step))
-    t0 = time.perf_counter()
-    attempts = 0
-    while True:
-        attempts += 1
-        if out.exists():
-            shutil.rmtree(out)
-        meta = collect(
-            out,
-            engine=ENGINE,
-            worlds=settings.collect_worlds,
-            agents=agents,
-            steps=steps,
-            seed=seed,
-            checkpoint=checkpoint,
-            action_lag_steps=settings.action_lag_steps,
-        )
-        got = int(meta["transitions"])
-        if got >= need:
-            break
-        if attempts == COLLECT_ATTEMPTS:
-            raise UserError(
-                f"{out}: {attempts} collections gave {got} target transitions, fewer than the {need} "
-                f"that --budget {settings.budget} needs; lower --budget"
-            )
-        console.print(f"target data: {got} transitions from {steps} steps, need {need}; collecting longer")
-        steps = math.ceil(steps * 1.25 * need / max(got, 1))
-    meta["wall_s"] = time.perf_counter() - t0
-    meta["collect_attempts"] = attempts
-    return dict(meta)
-
-
-def fit_groundings(
-    data: Path, settings: GroundingSettings, methods: Sequence[str], out: Path, seed: int
-) -> dict[str, dict[str, Any]]:
-    """Fit each method in ``methods`` on ``data`` into ``out/<method>/``; method → artifact config
-    (``budget_transitions``, ``heldout`` errors, ``fit``) plus ``path``. A method fitted in an
-    earlier run with the same settings on the same finished collection is reused, not refitted
-    (the policies trained in it must keep the model they were trained in)."""
-    from scenefactory.grounding.ground import GroundConfig, ground
-
-    data_stage = stage_record(data)
-    fits = {}
-    for name in methods:
-        cfg = GroundConfig(
-            method=Method(name),
-            budget=settings.budget,
-            seed=seed,
-            holdout_frac=HOLDOUT_FRAC,
-            history_len=settings.history_len,
-            train_steps=settings.fit_steps,
-            sysid_iterations=settings.sysid_iterations,
-            gat_sim_transitions=settings.gat_sim_transitions,
+    @classmethod
+    def from_json(cls, r: Reader) -> GroundingResults:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            r.objects("cells", Cell.from_json),
+            r.objects("kinds", GroundingKind.from_json),
+            r.objects("other_tiers", Cell.from_json),
+            r.objects("gap_closed", GapClosed.from_json),
+            r.objects("history_vs", Contrast.from_json),
+            r.by_name("groundings", GroundingFit.from_json),
+            None if r.raw("target_data") is None else Collection.from_json(r.obj("target_data")),
         )
 
-        def run(cfg: GroundConfig = cfg, folder: Path = out / name) -> dict[str, Any]:
-            t0 = time.perf_counter()
-            res = ground(data, cfg, folder)
-            return {**res.config, "path": str(res.out_dir), "wall_s": time.perf_counter() - t0}
-
-        key = {"data": str(data), "data_stage": data_stage, "config": asdict(cfg)}
-        fit, reused = staged(out / name, key, run, record=data_stage is not None)
-        when = "fitted by an earlier run" if reused else f"{fit['wall_s']:.0f} s"
-        fits[name] = fit
-        held = fit["heldout"]["grounded"]
-        console.print(
-            f"  grounding {name}: {fit['budget_transitions']} target transitions, held-out "
-            f"10-step error {held['rollout10_pos_err_m']:.3f} m ({when})"
-        )
-    return fits
+    def kind(self, name: str) -> GroundingKind:
+        """What the policies of kind ``name`` were trained on."""
+        return next(k for k in self.kinds if k.kind == name)
 
 
-def held_out_scenes(num: int, seed: int) -> Callable[[int], list[Scene]]:
-    """``agents → scenes``: ``num`` held-out procedural scenes (eval seed range), built once per
-    agent count, each under its own road condition."""
-    from scenefactory.scenes.library import procedural_scenes
-
-    cache: dict[int, list[Scene]] = {}
-
-    def scenes(agents: int) -> list[Scene]:
-        if agents not in cache:
-            cache[agents] = procedural_scenes("eval", num, agents, base_seed=seed)
-        return cache[agents]
-
-    return scenes
-
-
-def _error_cell(kind: str, fits: Mapping[str, Mapping[str, Any]], key: str) -> str:
+def _error_cell(kind: str, fits: Mapping[str, GroundingFit], key: str) -> str:
     """The grounded model's held-out error; for ``none`` the plain bicycle's on the same episodes."""
     if kind == BASE and fits:
-        v = next(iter(fits.values()))["heldout"]["kinematic_bicycle"][key]
+        v = next(iter(fits.values())).heldout["kinematic_bicycle"][key]
     elif kind in fits:
-        v = fits[kind]["heldout"]["grounded"][key]
+        v = fits[kind].heldout["grounded"][key]
     else:
         return "—"
     return "n/a" if v is None or not math.isfinite(v) else f"{v:.3f}"
 
 
-def _tables(
-    cells: Mapping[str, Mapping[str, Any]],
-    fits: Mapping[str, Mapping[str, Any]],
-    gaps: Mapping[str, Mapping[str, Any]],
-    vs_history: Mapping[str, Mapping[str, Any]],
-) -> list[str]:
+def _label(kind: str) -> str:
+    return f"**{kind}**" if kind == HIGHLIGHT else kind
+
+
+def _tables(results: GroundingResults) -> list[str]:
     rows = []
-    for kind, c in cells.items():
-        g = gaps[kind]
-        gap = "n/a" if not math.isfinite(g["gap_closed"]) else fmt_ci(g, "gap_closed", 2)
-        label = f"**{kind}**" if kind == HIGHLIGHT else kind
+    for c in results.cells:
+        g = find_gap(results.gap_closed, c.kind)
+        gap = "n/a" if not math.isfinite(g.gap_closed) else fmt_ci(g.figures, "gap_closed", 2)
+        k = results.kind(c.kind)
+        used = "given checkpoints" if k.target_transitions is None else str(k.target_transitions)
         rows.append(
             [
-                label,
-                c["trained_on"],
-                str(c["target_transitions"]),
-                _error_cell(kind, fits, "pos_err_m"),
-                _error_cell(kind, fits, "rollout10_pos_err_m"),
-                *(fmt_ci(c, k) for k in KEYS),
-                str(c["episodes"]),
+                _label(c.kind),
+                k.trained_on,
+                used,
+                _error_cell(c.kind, results.groundings, "pos_err_m"),
+                _error_cell(c.kind, results.groundings, "rollout10_pos_err_m"),
+                *(fmt_ci(c.metrics, key) for key in KEYS),
+                str(c.metrics["episodes"]),
                 gap,
             ]
         )
@@ -307,7 +221,10 @@ def _tables(
     main = markdown_table(header, rows)
     versus = markdown_table(
         [f"{HIGHLIGHT} vs", "Δ goal reach (Wald)", "Δ gap closed (bootstrap)"],
-        [[k, fmt_diff(v["goal_reach"]), fmt_diff(v["gap_closed"], 2)] for k, v in vs_history.items()],
+        [
+            [v.subject, fmt_diff(v.differences["goal_reach_rate"]), fmt_diff(v.differences["gap_closed"], 2)]
+            for v in results.history_vs
+        ],
     )
     return [
         "## Every policy on the target\n\n" + main,
@@ -315,18 +232,17 @@ def _tables(
     ]
 
 
-def _tier_table(
-    cells: Mapping[str, Mapping[str, Any]], other: Mapping[str, Mapping[str, Mapping[str, Any]]], target: str
-) -> str:
+def _tier_table(results: GroundingResults, target: str) -> str:
     """Every policy's goal reach on the target and on each other tier, with collisions and off-road."""
     header = ["policy", "trained on", f"goal reach on {target}"]
-    for tier in other:
+    for tier in OTHER_TIERS:
         header += [f"goal reach on {tier}", "collision", "off-road"]
     rows = []
-    for kind, c in cells.items():
-        row = [f"**{kind}**" if kind == HIGHLIGHT else kind, c["trained_on"], fmt_ci(c, "goal_reach_rate")]
-        for by_kind in other.values():
-            row += [fmt_ci(by_kind[kind], k) for k in KEYS]
+    for c in results.cells:
+        row = [_label(c.kind), results.kind(c.kind).trained_on, fmt_ci(c.metrics, "goal_reach_rate")]
+        for tier in OTHER_TIERS:
+            other = find_cell(results.other_tiers, c.kind, tier)
+            row += [fmt_ci(other.metrics, k) for k in KEYS]
         rows.append(row)
     return (
         "## Every policy on each tier\n\nThe same held-out scenes; the other tiers without the "
@@ -334,11 +250,9 @@ def _tier_table(
     )
 
 
-def run(args: ExperimentArgs, settings: GroundingSettings | None = None) -> dict[str, Any]:
-    """Run the experiment; writes the report folder and returns ``results.json``'s document.
-    ``settings`` replaces the quick/full presets (tests); the flags still apply."""
-    from scenefactory.experiments.base import rate_difference
-
+def run(args: ExperimentArgs, settings: GroundingSettings | None = None) -> ResultsFile[GroundingResults]:
+    """Run the experiment; writes the report folder and returns its results file. ``settings``
+    replaces the quick/full presets (tests); the flags still apply."""
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)
     base_settings = settings or (QUICK_SETTINGS if args.quick else FULL_SETTINGS)
@@ -348,76 +262,73 @@ def run(args: ExperimentArgs, settings: GroundingSettings | None = None) -> dict
     ckpts: dict[str, list[Path]] = {}
     train_wall: dict[str, float] = {}
 
-    def train(kind: str, make: Callable[[int], Any]) -> None:
+    def train(kind: str, make: Callable[[int], TrainSpec]) -> None:
         t1 = time.perf_counter()
         ckpts[kind] = policies(kind, given[kind], make, args, sizes)
         train_wall[kind] = time.perf_counter() - t1
 
-    train(BASE, lambda s: train_spec("kinematic", sizes, s))
+    def grounded(method: str) -> Callable[[int], TrainSpec]:
+        def make(seed: int) -> TrainSpec:  # called only for a method fitted here (not given)
+            return train_spec(EngineSpec("grounded", grounding=Path(fits[method].path)), sizes, seed)
+
+        return make
+
+    train(BASE, lambda s: train_spec(EngineSpec("kinematic"), sizes, s))
     to_fit = [m for m in METHODS if m != BASE and not given[m]]
-    fits: dict[str, dict[str, Any]] = {}
-    data_meta: dict[str, Any] | None = None
+    fits: dict[str, GroundingFit] = {}
+    data: Collection | None = None
     if to_fit:
         data_dir = args.out / "target_transitions"
-        data_meta = collect_target(data_dir, st, sizes.train_agents, args.seed, ckpts[BASE][0])
+        data = collect_target(data_dir, st, sizes.train_agents, args.seed, ckpts[BASE][0])
         fits = fit_groundings(data_dir, st, to_fit, args.out / "groundings", args.seed)
     for m in METHODS[1:]:
-        art = Path(fits[m]["path"]) if m in fits else None
-        train(m, partial(train_spec, "grounded", sizes, grounding=art))
-    train(ORACLE, lambda s: train_spec(ENGINE, sizes, s, action_lag_steps=lag))
+        train(m, grounded(m))
+    target = st.target
+    train(ORACLE, lambda s: train_spec(target, sizes, s))
 
     scenes = held_out_scenes(sizes.episodes, args.seed)
-    pooled: dict[str, Pooled] = {}
-    for kind in KINDS:
-        pooled[kind] = evaluate_pooled(
-            ckpts[kind], scenes, ENGINE, args.seed, sizes.eval_worlds, label=kind, action_lag_steps=lag
-        )
-    other = {
-        tier: {
-            kind: evaluate_pooled(
-                ckpts[kind], scenes, tier, args.seed, sizes.eval_worlds, label=f"{kind} on {tier}"
-            )
-            for kind in KINDS
-        }
-        for tier in OTHER_TIERS
+    pooled: dict[str, Pooled] = {
+        kind: evaluate_pooled(ckpts[kind], scenes, target, args.seed, sizes.eval_worlds, label=kind)
+        for kind in KINDS
     }
-    oracle_steps = _oracle_transitions(ckpts[ORACLE]) if not given[ORACLE] else "given checkpoints"
-    cells: dict[str, dict[str, Any]] = {}
+    other = [
+        evaluate_pooled(
+            ckpts[kind], scenes, EngineSpec(tier), args.seed, sizes.eval_worlds, label=f"{kind} on {tier}"
+        ).cell(kind, tier)
+        for tier in OTHER_TIERS
+        for kind in KINDS
+    ]
+    condition = f"lag {lag}"
+    cells = tuple(pooled[k].cell(k, ENGINE, condition, train_wall[k]) for k in KINDS)
+    kinds = []
     for kind in KINDS:
-        used: Any = fits[kind]["budget_transitions"] if kind in fits else 0
+        used: int | None = fits[kind].budget_transitions if kind in fits else 0
         if kind == ORACLE:
-            used = oracle_steps
+            used = None if given[ORACLE] else _oracle_transitions(ckpts[ORACLE])
         elif given[kind] and kind != BASE:
-            used = "given checkpoints"
-        cells[kind] = {
-            "kind": kind,
-            "trained_on": _trained_on(kind, lag),
-            "target_transitions": used,
-            "checkpoints": [str(p) for p in ckpts[kind]],
-            "train_wall_s": train_wall[kind],
-            **pooled[kind].metrics,
-            "per_policy": pooled[kind].per_policy,
-        }
+            used = None
+        kinds.append(GroundingKind(kind, _trained_on(kind, lag), used))
     counts = {
         key: {k: scene_counts(p.records, key, sizes.episodes) for k, p in pooled.items()} for key in KEYS
     }
-    gaps = {key: gap_closed(counts[key], BASE, ORACLE, seed=args.seed) for key in KEYS}
-    vs_history = {
-        k: {
-            "goal_reach": rate_difference(cells[HIGHLIGHT], cells[k], "goal_reach_rate"),
-            "gap_closed": gap_difference(counts["goal_reach_rate"], HIGHLIGHT, k, BASE, ORACLE, args.seed),
-        }
+    gaps = [g for key in KEYS for g in gap_closed(counts[key], BASE, ORACLE, args.seed, metric=key).values()]
+    history = find_cell(cells, HIGHLIGHT)
+    vs_history = [
+        Contrast(
+            k,
+            {
+                "goal_reach_rate": rate_difference(
+                    history.metrics, find_cell(cells, k).metrics, "goal_reach_rate"
+                ),
+                "gap_closed": gap_difference(
+                    counts["goal_reach_rate"], HIGHLIGHT, k, BASE, ORACLE, args.seed
+                ),
+            },
+        )
         for k in KINDS
         if k != HIGHLIGHT
-    }
-    results = {
-        "cells": cells,
-        "other_tiers": {tier: {k: p.metrics for k, p in by_kind.items()} for tier, by_kind in other.items()},
-        "gap_closed": gaps,
-        "history_vs": vs_history,
-        "groundings": fits,
-        "target_data": data_meta,
-    }
+    ]
+    results = GroundingResults(cells, tuple(kinds), tuple(other), tuple(gaps), tuple(vs_history), fits, data)
     return _write(args, sizes, st, given, ckpts, results, t0)
 
 
@@ -431,8 +342,6 @@ def _trained_on(kind: str, lag: int) -> str:
 
 def _oracle_transitions(paths: Sequence[Path]) -> int:
     """Target transitions (agent steps) of the oracle's training runs, from their specs."""
-    from scenefactory.checkpoint import load_checkpoint
-
     total = 0
     for p in paths:
         spec = load_checkpoint(p).get("spec") or {}
@@ -452,51 +361,55 @@ def _write(
     st: GroundingSettings,
     given: Mapping[str, list[Path]],
     ckpts: Mapping[str, list[Path]],
-    results: Mapping[str, Any],
+    results: GroundingResults,
     t0: float,
-) -> dict[str, Any]:
-    cells, fits = results["cells"], results["groundings"]
-    goal_gaps = results["gap_closed"]["goal_reach_rate"]
+) -> ResultsFile[GroundingResults]:
+    cells = results.cells
     lag = st.action_lag_steps
     target = f"{ENGINE} + lag {lag}"
-    other = results["other_tiers"]
     bars = plot_grouped_panels(
         args.out / "outcomes.png",
-        [target, *other],
-        {k: {target: c, **{tier: other[tier][k] for tier in other}} for k, c in cells.items()},
+        [target, *OTHER_TIERS],
+        {
+            c.kind: {
+                target: c.metrics,
+                **{tier: find_cell(results.other_tiers, c.kind, tier).metrics for tier in OTHER_TIERS},
+            }
+            for c in cells
+        },
         KEYS,
         f"{NAME}: every policy on the target ({target}) and on each tier without the lag",
     )
     methods = [k for k in KINDS if k not in (BASE, ORACLE)]
+    gaps = {k: find_gap(results.gap_closed, k) for k in KINDS}
     gap_plot = plot_intervals(
         args.out / "gap_closed.png",
         methods,
-        [goal_gaps[k]["gap_closed"] for k in methods],
-        [goal_gaps[k]["gap_closed_ci95"] for k in methods],
+        [gaps[k].gap_closed for k in methods],
+        [gaps[k].ci95 for k in methods],
         f"{NAME}: fraction of the goal-reach gap closed (0 = direct transfer, 1 = oracle)",
         "gap closed",
         highlight=HIGHLIGHT,
         reference_lines=(0.0, 1.0),
     )
-    data = results["target_data"]
+    data = results.target_data
     collected = (
-        f"{data['transitions']} target transitions were collected\n({st.collect_worlds} worlds × "
-        f"{sizes.train_agents} agents × {data['steps']} steps, driven by the first `none` policy,\n"
+        f"{data.transitions} target transitions were collected\n({st.collect_worlds} worlds × "
+        f"{sizes.train_agents} agents × {data.steps} steps, driven by the first `none` policy,\n"
         f"its noisy copy and smooth random driving; water films 0–5 mm drawn per reset)"
-        if data
+        if data is not None
         else "No target data was collected (every method's policies were given)"
     )
-    g = goal_gaps
-    h = g[HIGHLIGHT]
-    span = cells[ORACLE]["goal_reach_rate"] - cells[BASE]["goal_reach_rate"]
-    closes = f"the history-conditioned correction closes {fmt_ci(h, 'gap_closed', 2)} of that gap"
-    if not math.isfinite(h["gap_closed"]):
+    h = gaps[HIGHLIGHT]
+    goal = {k: find_cell(cells, k).metrics["goal_reach_rate"] for k in (BASE, ORACLE)}
+    span = goal[ORACLE] - goal[BASE]
+    closes = f"the history-conditioned correction closes {fmt_ci(h.figures, 'gap_closed', 2)} of that gap"
+    if not math.isfinite(h.gap_closed):
         closes = "there is no gap to close (oracle = direct transfer): no fraction is defined"
     elif span < 0:
         closes = f"the oracle does not beat direct transfer here, so the fractions ({closes}) mean little"
     headline = (
-        f"Goal reach on the target: direct transfer {cells[BASE]['goal_reach_rate']:.3f}, "
-        f"oracle {cells[ORACLE]['goal_reach_rate']:.3f}; {closes}."
+        f"Goal reach on the target: direct transfer {goal[BASE]:.3f}, oracle {goal[ORACLE]:.3f}; {closes}."
     )
     intro = f"""
 Target: the {ENGINE} tier with an actuator lag of {lag} policy steps ({lag * 0.1:.1f} s) on the
@@ -511,17 +424,18 @@ and on {" and ".join(OTHER_TIERS)} without the lag.
 
 Gap closed = (kind − none) / (oracle − none) on goal reach: 95 % interval from a scene-paired
 bootstrap ({DRAWS} draws of the held-out scenes with replacement, all kinds resampled together;
-{g[BASE]["draws_without_gap"]} draws in which oracle = none are left out). "Target transitions" is
+{gaps[BASE].draws_without_gap} draws in which oracle = none are left out). "Target transitions" is
 the target data each policy's engine was fitted on (the oracle: its PPO experience on the
 target); the 1- and 10-step errors are the grounded model's held-out position errors (open loop)
 on the target data (for `none`: the plain bicycle's).
 """
+    cell = {c.kind: c for c in cells}
     return write_report(
         args,
         NAME,
         "Grounding the kinematic tier: how much of the gap each method closes",
         intro,
-        [*_tables(cells, fits, g, results["history_vs"]), _tier_table(cells, other, target)],
+        [*_tables(results), _tier_table(results, target)],
         sizes,
         {k: training_seeds(given[k], args, sizes) for k in KINDS},
         {
@@ -535,8 +449,8 @@ on the target data (for `none`: the plain bicycle's).
         results,
         [bars, gap_plot],
         time.perf_counter() - t0,
-        seed_compare=[(k, BASE) for k in KINDS if k != BASE]
-        + [(HIGHLIGHT, k) for k in KINDS if k not in (HIGHLIGHT, BASE)],
+        seed_compare=[(cell[k], cell[BASE]) for k in KINDS if k != BASE]
+        + [(cell[HIGHLIGHT], cell[k]) for k in KINDS if k not in (HIGHLIGHT, BASE)],
     )
 
 
@@ -545,5 +459,6 @@ EXPERIMENT = Experiment(
     "each grounding method's policies on mujoco + actuator lag: gap closed vs direct transfer/oracle",
     KINDS,
     run,
+    GroundingResults.from_json,
     options=("--action-lag-steps", "--budget"),
 )

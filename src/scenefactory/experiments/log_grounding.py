@@ -35,35 +35,41 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from scenefactory.dynamics.bicycle import inverse_bicycle
 from scenefactory.dynamics.correctors import Method
+from scenefactory.engines import make_engine
 from scenefactory.engines.base import Engine
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.evaluation.human import agent_counts, describe_counts, human_baseline, replay_beyond
-from scenefactory.experiments.base import Experiment, ExperimentArgs, console
-from scenefactory.experiments.report import markdown_table, metrics_table, write_report
-from scenefactory.grounding.ground import GroundConfig
+from scenefactory.experiments.base import ExperimentArgs, console
+from scenefactory.experiments.divergence import (
+    HORIZONS_S,
+    MAX_AGENTS,
+    Divergence,
+    EngineMaker,
+    log_divergence,
+    plot_curves,
+)
+from scenefactory.experiments.registry import Experiment
+from scenefactory.experiments.report import ResultsFile, write_report
+from scenefactory.experiments.results import Cell, Metrics, Reader
+from scenefactory.experiments.tables import markdown_table, metrics_table
+from scenefactory.grounding.ground import GroundConfig, ground
+from scenefactory.grounding.log_dataset import write_log_dataset
+from scenefactory.scenes.library import load_scene_dir
 from scenefactory.scenes.scene import Scene
-from scenefactory.stats import mean_interval
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.vehicles.params import VehicleParams
 
 NAME = "log-grounding"
 HOLDOUT_FRAC = 0.5
-HORIZONS_S = (1.0, 3.0, 5.0, 8.0)
 QUICK_MAX_SCENES = 40
-MAX_AGENTS = 32
-
-EngineMaker = Callable[[int, int, float, VehicleParams], Engine]
-"""``(worlds, agents per world, policy step dt [s], vehicle) → Engine``: how an engine under test
-is built; a corrected (grounded) abstract engine is one of these."""
 
 Correction = Callable[[Path, VehicleParams, float], EngineMaker]
 """``(training transitions folder, vehicle, dt [s]) → EngineMaker``: a grounding method fitted on
@@ -77,8 +83,6 @@ def grounding_correction(cfg: GroundConfig) -> Correction:
     :class:`~scenefactory.engines.grounded.GroundedEngine` running that artifact (CPU)."""
 
     def correct(data: Path, params: VehicleParams, dt: float) -> EngineMaker:
-        from scenefactory.grounding.ground import ground
-
         t0 = time.perf_counter()
         res = ground(data, cfg, data.parent / "groundings" / cfg.method.value)
         console.print(
@@ -87,9 +91,9 @@ def grounding_correction(cfg: GroundConfig) -> Correction:
         )
 
         def make(worlds: int, agents: int, dt: float, params: VehicleParams) -> Engine:
-            from scenefactory.engines.grounded import GroundedEngine
-
-            return GroundedEngine(worlds, agents, dt, params, torch.device("cpu"), res.out_dir)
+            return make_engine(
+                EngineSpec("grounded", grounding=res.out_dir), worlds, agents, dt=dt, params=params
+            )
 
         return make
 
@@ -113,134 +117,17 @@ QUICK_CORRECTIONS: dict[str, Correction] = {
 
 
 def _kinematic(worlds: int, agents: int, dt: float, params: VehicleParams) -> Engine:
-    from scenefactory.engines.kinematic import KinematicEngine
-
-    return KinematicEngine(worlds, agents, dt=dt, params=params)
+    return make_engine(EngineSpec("kinematic"), worlds, agents, dt=dt, params=params)
 
 
 def _mujoco(worlds: int, agents: int, dt: float, params: VehicleParams) -> Engine:
-    from scenefactory.engines import make_engine
-
-    return make_engine("mujoco", worlds, agents, dt=dt, params=params)
+    return make_engine(EngineSpec("mujoco"), worlds, agents, dt=dt, params=params)
 
 
 REFERENCE_ENGINES: dict[str, EngineMaker] = {
     "kinematic (uncorrected)": _kinematic,
     "mujoco (physics tier)": _mujoco,
 }
-
-
-def _padded_logs(
-    chunk: Sequence[Scene], k: int, t: int, params: VehicleParams, dt: float
-) -> dict[str, np.ndarray]:
-    """Logs of a batch of scenes padded to (W, k, t, ...), with the unbroken-from-spawn mask and
-    the inverse-kinematic actions."""
-    w = len(chunk)
-    xy, yaw, speed = np.zeros((w, k, t, 2)), np.zeros((w, k, t)), np.zeros((w, k, t))
-    valid = np.zeros((w, k, t), dtype=bool)
-    for i, sc in enumerate(chunk):
-        log = sc.log
-        assert log is not None
-        n, steps = min(k, sc.max_agents), log.num_steps
-        xy[i, :n, :steps], yaw[i, :n, :steps], speed[i, :n, :steps] = log.xy[:n], log.yaw[:n], log.speed[:n]
-        valid[i, :n, :steps] = log.valid[:n] & sc.agent_valid[:n, None]
-    actions, _ = inverse_bicycle(yaw, speed, valid, dt, params)
-    alive = np.cumprod(valid, axis=-1).astype(bool)
-    return {"xy": xy, "yaw": yaw, "speed": speed, "alive": alive, "actions": actions}
-
-
-def log_divergence(
-    make: EngineMaker,
-    scenes: Sequence[Scene],
-    params: VehicleParams | None = None,
-    dt: float = 0.1,
-    horizons_s: Sequence[float] = HORIZONS_S,
-    batch_worlds: int = 32,
-) -> dict[str, Any]:
-    """Open-loop replay of the scenes' logs on the engine ``make`` builds (see the module docstring).
-
-    An agent's replay ends before its first contact with another car (engines with a contact
-    model): from there on it no longer follows its log. Returns ``logged_agents`` (agents with a
-    log at the spawn), ``agents`` (those with at least one counted step), ``ended_by_contact`` (how
-    many hit another car), ``ade_m`` (mean over each agent's unbroken logged
-    steps, then over agents), ``fde_<h>s_m`` (divergence at ``h`` seconds, over agents whose log
-    reaches it) — each with ``*_ci95`` — and ``curve`` (mean divergence, its 95 % band and count per
-    step). Scenes without a log are skipped; logs must be sampled at ``dt``.
-    """
-    params = params or VehicleParams()
-    logged = [sc for sc in scenes if sc.log is not None]
-    for sc in logged:
-        assert sc.log is not None
-        if abs(sc.log.dt_s - dt) > 1e-9:
-            raise UserError(
-                f"scene '{sc.name}': log step {sc.log.dt_s} s differs from the engine step {dt} s"
-            )
-    t_max = max([sc.log.num_steps for sc in logged if sc.log is not None] + [1])
-    per_step: list[list[np.ndarray]] = [[] for _ in range(t_max)]
-    ade: list[np.ndarray] = []
-    collided = logged_agents = 0
-    for lo in range(0, len(logged), batch_worlds):
-        chunk = logged[lo : lo + batch_worlds]
-        k = min(MAX_AGENTS, max(sc.max_agents for sc in chunk))
-        t = max(sc.log.num_steps for sc in chunk if sc.log is not None)
-        d = _padded_logs(chunk, k, t, params, dt)
-        w, alive = len(chunk), d["alive"].copy()
-        engine = make(w, k, dt, params)
-        ids = torch.arange(w)
-        pose = torch.as_tensor(
-            np.concatenate((d["xy"][:, :, 0], d["yaw"][:, :, 0, None]), -1), dtype=torch.float32
-        )
-        engine.reset(
-            ids,
-            pose,
-            torch.as_tensor(d["speed"][:, :, 0], dtype=torch.float32),
-            torch.as_tensor(alive[:, :, 0]),
-        )
-        engine.set_friction(ids, torch.tensor([sc.friction for sc in chunk], dtype=torch.float32))
-        err = np.full((w, k, t), np.nan)
-        err[:, :, 0] = np.where(alive[:, :, 0], 0.0, np.nan)
-        with torch.inference_mode():
-            for s in range(t - 1):
-                act = torch.as_tensor(d["actions"][:, :, s], dtype=torch.float32)
-                st = engine.step(act, torch.as_tensor(alive[:, :, s + 1]))
-                e = np.linalg.norm(st.pos_xy.numpy().astype(np.float64) - d["xy"][:, :, s + 1], axis=-1)
-                contacts = engine.collisions()
-                if contacts is not None:  # a car that hits another one no longer follows its log:
-                    hit = contacts.cpu().numpy().astype(bool) & alive[:, :, s + 1]
-                    alive[:, :, s + 1 :] &= ~hit[:, :, None]  # its replay ends before the contact
-                    collided += int(hit.sum())
-                err[:, :, s + 1] = np.where(alive[:, :, s + 1], e, np.nan)
-        logged_agents += int(d["alive"][:, :, 0].sum())
-        replayed = alive[:, :, 1] if t > 1 else np.zeros((w, k), dtype=bool)  # ≥ 1 counted step
-        ade.append(np.nanmean(err[replayed][:, 1:], axis=-1) if replayed.any() else np.zeros(0))
-        for s in range(t):
-            col = err[:, :, s][alive[:, :, s] & replayed]
-            per_step[s].append(col)
-    ade_all = np.concatenate(ade) if ade else np.zeros(0)
-    out: dict[str, Any] = {
-        "agents": len(ade_all),
-        "logged_agents": logged_agents,
-        "ended_by_contact": collided,
-        "scenes": len(logged),
-    }
-    m, lo_, hi = mean_interval(torch.as_tensor(ade_all))
-    out["ade_m"], out["ade_m_ci95"] = m, [lo_, hi]
-    steps_flat = [np.concatenate(p) if p else np.zeros(0) for p in per_step]
-    for h in horizons_s:
-        s = round(h / dt)
-        vals = steps_flat[s] if s < len(steps_flat) else np.zeros(0)
-        m, lo_, hi = mean_interval(torch.as_tensor(vals))
-        key = f"fde_{h:g}s_m"
-        out[key], out[f"{key}_ci95"], out[f"{key}_agents"] = m, [lo_, hi], len(vals)
-    curve = [mean_interval(torch.as_tensor(v)) for v in steps_flat]
-    out["curve"] = {
-        "t_s": [s * dt for s in range(len(steps_flat))],
-        "mean_m": [c[0] for c in curve],
-        "ci95_low": [c[1] for c in curve],
-        "ci95_high": [c[2] for c in curve],
-        "agents": [len(v) for v in steps_flat],
-    }
-    return out
 
 
 HUMAN_KEYS = (
@@ -285,40 +172,46 @@ def split_scenes(scenes: Sequence[Scene], holdout_frac: float, seed: int) -> tup
     return [s for i, s in enumerate(scenes) if i not in held], [s for i, s in enumerate(scenes) if i in held]
 
 
-def plot_curves(results: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> Path:
-    """Divergence from the log over time, one line (with its 95 % band) per engine."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+@dataclass(frozen=True)
+class LogGroundingResults:
+    """Each engine's open-loop replay of the held-out logs (``engines``, by the engine's name in the
+    report: ``kinematic (uncorrected)``, ``kinematic + history``, ...), the logged drivers' metrics
+    closed loop on each reference engine (``human_baseline``, by name) and which logged objects
+    they controlled, replayed and left out (``agents``, as ``evaluation.human.agent_counts`` counts
+    them). No policy is evaluated: there are no cells."""
 
-    from scenefactory.evaluation.plots import save_png
+    engines: Mapping[str, Divergence]
+    human_baseline: Mapping[str, Metrics]
+    agents: Mapping[str, Any]
 
-    fig = Figure(figsize=(7.5, 4.2), facecolor="white")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    for name, r in results.items():
-        c = r["curve"]
-        t, mean = np.array(c["t_s"]), np.array(c["mean_m"], dtype=float)
-        lo, hi = np.array(c["ci95_low"], dtype=float), np.array(c["ci95_high"], dtype=float)
-        (line,) = ax.plot(t, mean, lw=1.8, label=f"{name} (ADE {r['ade_m']:.2f} m)")
-        ax.fill_between(t, np.maximum(lo, 0.0), hi, color=line.get_color(), alpha=0.2, lw=0)
-    ax.set_xlabel("time since the start of the replay [s]")
-    ax.set_ylabel("distance from the logged position [m]")
-    ax.set_ylim(bottom=0.0)
-    ax.grid(color="#dddddd", lw=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
-    ax.set_title(title, fontsize=11)
-    fig.tight_layout()
-    return save_png(fig, path, dpi=110)
+    @property
+    def cells(self) -> tuple[Cell, ...]:
+        """None: this experiment evaluates no policies."""
+        return ()
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data: the fields by name (``engines`` and ``human_baseline`` by engine name)."""
+        return {
+            "engines": {n: d.to_json() for n, d in self.engines.items()},
+            "human_baseline": {n: dict(m) for n, m in self.human_baseline.items()},
+            "agents": dict(self.agents),
+        }
+
+    @classmethod
+    def from_json(cls, r: Reader) -> LogGroundingResults:
+        """Inverse of :meth:`to_json`."""
+        humans = r.obj("human_baseline")
+        return cls(
+            r.by_name("engines", Divergence.from_json),
+            {n: humans.document(n) for n in humans.data},
+            r.document("agents"),
+        )
 
 
-def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = None) -> dict[str, Any]:
-    """Run the experiment; writes the report folder and returns ``results.json``'s document."""
-    from scenefactory.grounding.log_dataset import write_log_dataset
-    from scenefactory.scenes.library import load_scene_dir
-
+def run(
+    args: ExperimentArgs, corrections: Mapping[str, Correction] | None = None
+) -> ResultsFile[LogGroundingResults]:
+    """Run the experiment; writes the report folder and returns its results file."""
     t0 = time.perf_counter()
     if corrections is None:
         corrections = QUICK_CORRECTIONS if args.quick else CORRECTIONS
@@ -345,12 +238,12 @@ def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = Non
     engines: dict[str, EngineMaker] = dict(REFERENCE_ENGINES)
     for name, correct in corrections.items():
         engines[f"kinematic + {name}"] = correct(train_dir, params, dt)
-    results = {}
+    results: dict[str, Divergence] = {}
     for name, make in engines.items():
         t1 = time.perf_counter()
         results[name] = log_divergence(make, held, params, dt)
         console.print(
-            f"  {name}: ADE {results[name]['ade_m']:.3f} m over {results[name]['agents']} logged agents "
+            f"  {name}: ADE {results[name].ade_m:.3f} m over {results[name].agents} logged agents "
             f"({time.perf_counter() - t1:.0f} s)"
         )
     t1 = time.perf_counter()
@@ -360,10 +253,9 @@ def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = Non
         + ", ".join(f"{n} {m['goal_reach_rate']:.3f}" for n, m in humans["engines"].items())
         + f" ({time.perf_counter() - t1:.0f} s)"
     )
-    fde_keys = [f"fde_{h:g}s_m" for h in HORIZONS_S]
 
-    def cell(r: Mapping[str, Any], key: str) -> str:
-        v, (lo, hi) = r[key], r[f"{key}_ci95"]
+    def cell(v: float, ci95: tuple[float, float]) -> str:
+        lo, hi = ci95
         return "n/a" if not math.isfinite(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
 
     table = markdown_table(
@@ -377,10 +269,10 @@ def run(args: ExperimentArgs, corrections: Mapping[str, Correction] | None = Non
         [
             [
                 n,
-                cell(r, "ade_m"),
-                *(cell(r, k) for k in fde_keys),
-                f"{r['agents']} / {r['logged_agents']}",
-                str(r["ended_by_contact"]),
+                cell(r.ade_m, r.ade_m_ci95),
+                *(cell(r.at(h).mean_m, r.at(h).ci95) for h in HORIZONS_S),
+                f"{r.agents} / {r.logged_agents}",
+                str(r.ended_by_contact),
             ]
             for n, r in results.items()
         ],
@@ -431,12 +323,16 @@ the distance between the simulated and the logged position (while the log is unb
             "engines": list(engines),
             "corrections": list(corrections),
         },
-        {"engines": results, "human_baseline": humans["engines"], "agents": humans["agents"]},
+        LogGroundingResults(results, humans["engines"], humans["agents"]),
         [plot],
         time.perf_counter() - t0,
     )
 
 
 EXPERIMENT = Experiment(
-    NAME, "open-loop divergence of engines from held-out driving logs (needs --scenes)", (), run
+    NAME,
+    "open-loop divergence of engines from held-out driving logs (needs --scenes)",
+    (),
+    run,
+    LogGroundingResults.from_json,
 )

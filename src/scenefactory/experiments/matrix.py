@@ -31,43 +31,55 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
+from scenefactory.dynamics.model_file import load_dynamics_model
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
-from scenefactory.experiments.accuracy import AccuracyPoint, correlations, describe, plot_accuracy
+from scenefactory.experiments.accuracy import (
+    AccuracyPoint,
+    Correlation,
+    correlations,
+    describe,
+    find_correlation,
+    plot_accuracy,
+)
 from scenefactory.experiments.base import (
-    Experiment,
     ExperimentArgs,
-    Pooled,
     Sizes,
     console,
     evaluate_pooled,
     policies,
     rate_difference,
-    stage_record,
-    staged,
     train_spec,
     training_seeds,
 )
-from scenefactory.experiments.gap import DRAWS, OUTCOMES, gap_closed, scene_counts
-from scenefactory.experiments.grounding import (
+from scenefactory.experiments.gap import DRAWS, OUTCOMES, GapClosed, find_gap, gap_closed, scene_counts
+from scenefactory.experiments.registry import Experiment
+from scenefactory.experiments.report import ResultsFile, plot_grouped_panels, write_report
+from scenefactory.experiments.results import (
+    Cell,
+    Contrast,
+    Metrics,
+    Reader,
+    find_cell,
+    find_contrast,
+)
+from scenefactory.experiments.stages import (
     HOLDOUT_FRAC,
+    Collection,
     GroundingSettings,
+    ModelFit,
     collect_target,
+    fit_models,
     held_out_scenes,
 )
-from scenefactory.experiments.report import (
-    fmt_ci,
-    fmt_diff,
-    markdown_table,
-    metrics_table,
-    plot_grouped_panels,
-    write_report,
-)
+from scenefactory.experiments.tables import fmt_ci, fmt_diff, markdown_table, metrics_table
+from scenefactory.rl.driving import load_policy
+from scenefactory.rl.driving_spec import TrainSpec
 
 NAME = "matrix"
 BASE, ORACLE = "kinematic", "mujoco"
@@ -113,34 +125,10 @@ QUICK_SETTINGS = MatrixSettings(budget=2000, collect_worlds=8, fit_epochs=5)
 # ------------------------------------------------------------------------------ learned models
 
 
-def _model_info(path: Path, metrics: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """What the report needs of a fitted model: where it is from and its held-out errors."""
-    train = metrics.get("train", {})
-    return {
-        "path": str(path),
-        "source": source,
-        "heldout": metrics["model"],
-        "bicycle": metrics["kinematic_bicycle"],
-        "dataset": metrics.get("dataset", {}),
-        "train": {
-            k: train.get(k)
-            for k in (
-                "epochs",
-                "train_transitions",
-                "heldout_transitions",
-                "heldout_episodes",
-                "train_seconds",
-            )
-        },
-    }
-
-
-def given_models(args: ExperimentArgs) -> dict[str, dict[str, Any]]:
+def given_models(args: ExperimentArgs) -> dict[str, ModelFit]:
     """``--dynamics-model KIND=PATH`` by kind; a ``UserError`` for an unknown or repeated kind, a
     missing or foreign file, or a model of another family than its KIND."""
-    from scenefactory.dynamics.model_file import load_dynamics_model
-
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ModelFit] = {}
     for kind, path in args.dynamics_models:
         if kind not in LEARNED:
             raise UserError(
@@ -148,140 +136,147 @@ def given_models(args: ExperimentArgs) -> dict[str, dict[str, Any]]:
             )
         if kind in out:
             raise UserError(
-                f"--dynamics-model {kind} given twice ({out[kind]['path']}, {path}): one model per kind"
+                f"--dynamics-model {kind} given twice ({out[kind].path}, {path}): one model per kind"
             )
         model, metrics = load_dynamics_model(Path(path))
         found = model.cfg.kind.value
         if found != kind:
             raise UserError(f"--dynamics-model {kind}={path}: the file holds a '{found}' model, not '{kind}'")
-        out[kind] = _model_info(Path(path), metrics, "--dynamics-model")
+        out[kind] = ModelFit.of(Path(path), metrics, "--dynamics-model")
     return out
 
 
-def _model_of_checkpoints(paths: Sequence[Path]) -> dict[str, Any] | None:
+def _model_of_checkpoints(paths: Sequence[Path]) -> ModelFit | None:
     """The dynamics model the first given policy was trained in (its spec), if the file is there."""
-    from scenefactory.checkpoint import load_checkpoint
-    from scenefactory.dynamics.model_file import load_dynamics_model
-
-    model = (load_checkpoint(paths[0]).get("spec") or {}).get("dynamics_model")
-    if not model or not Path(model).is_file():
+    engine = load_policy(paths[0]).engine
+    model = None if engine is None else engine.dynamics_model
+    if model is None or not model.is_file():
         return None
-    return _model_info(Path(model), load_dynamics_model(Path(model))[1], "the given policy's spec")
+    return ModelFit.of(model, load_dynamics_model(model)[1], "the given policy's spec")
 
 
-def fit_models(
-    data: Path, kinds: Sequence[str], st: MatrixSettings, out: Path, seed: int
-) -> dict[str, dict[str, Any]]:
-    """Fit each family in ``kinds`` on the transitions in ``data`` into ``out/<kind>/``. A model
-    fitted by an earlier run with the same settings on the same finished collection is reused (the
-    policies trained in it must keep the model they were trained in)."""
-    from scenefactory.dynamics.models import DynamicsModelConfig, model_kind
-    from scenefactory.grounding.fit import fit_dynamics
+@dataclass(frozen=True)
+class MatrixResults:
+    """Every policy kind on each of :data:`ENGINES` (``cells``), the learned models by family
+    (``models``; ``None`` where policies were given and their model file is not found), each
+    model's accuracy against the goal reach on mujoco of the policies trained in it (``accuracy``,
+    ``correlations``), the gap each kind closes on mujoco goal reach (``gap_closed_on_mujoco``),
+    each kind's mujoco goal reach against the kinematic-trained policies'
+    (``goal_vs_kinematic_on_mujoco``: difference ``goal_reach_rate``), and the mujoco data the
+    models were fitted on (``None`` when every model was given)."""
 
-    data_stage = stage_record(data)
-    fits = {}
-    for kind in kinds:
-        cfg = DynamicsModelConfig(kind=model_kind(kind))
-        key = {
-            "data": str(data),
-            "data_stage": data_stage,
-            "config": asdict(cfg),
-            "epochs": st.fit_epochs,
-            "seed": seed,
-            "holdout_frac": HOLDOUT_FRAC,
+    cells: tuple[Cell, ...]
+    models: Mapping[str, ModelFit | None]
+    accuracy: tuple[AccuracyPoint, ...]
+    correlations: tuple[Correlation, ...]
+    gap_closed_on_mujoco: tuple[GapClosed, ...]
+    goal_vs_kinematic_on_mujoco: tuple[Contrast, ...]
+    mujoco_data: Collection | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data: the fields by name, lists of objects (``models`` by family, null if unknown)."""
+        return {
+            "cells": [c.to_json() for c in self.cells],
+            "models": {k: None if m is None else m.to_json() for k, m in self.models.items()},
+            "accuracy": [p.to_json() for p in self.accuracy],
+            "correlations": [c.to_json() for c in self.correlations],
+            "gap_closed_on_mujoco": [g.to_json() for g in self.gap_closed_on_mujoco],
+            "goal_vs_kinematic_on_mujoco": [c.to_json() for c in self.goal_vs_kinematic_on_mujoco],
+            "mujoco_data": None if self.mujoco_data is None else self.mujoco_data.to_json(),
         }
 
-        def run(cfg: DynamicsModelConfig = cfg, folder: Path = out / kind) -> dict[str, Any]:
-            t0 = time.perf_counter()
-            res = fit_dynamics(data, cfg, folder, epochs=st.fit_epochs, seed=seed, holdout_frac=HOLDOUT_FRAC)
-            info = _model_info(res.model_path, res.metrics, "fitted here")
-            return {**info, "wall_s": time.perf_counter() - t0}
-
-        fit, reused = staged(out / kind, key, run, record=data_stage is not None)
-        when = "fitted by an earlier run" if reused else f"{fit['wall_s']:.0f} s"
-        fits[kind] = fit
-        console.print(
-            f"  {kind}: held-out 1-step error {fit['heldout']['pos_err_m']:.4f} m, 10-step "
-            f"{fit['heldout']['rollout10_pos_err_m']:.3f} m ({when})"
+    @classmethod
+    def from_json(cls, r: Reader) -> MatrixResults:
+        """Inverse of :meth:`to_json`."""
+        models = r.obj("models")
+        return cls(
+            r.objects("cells", Cell.from_json),
+            {k: None if v is None else ModelFit.from_json(models.obj(k)) for k, v in models.data.items()},
+            r.objects("accuracy", AccuracyPoint.from_json),
+            r.objects("correlations", Correlation.from_json),
+            r.objects("gap_closed_on_mujoco", GapClosed.from_json),
+            r.objects("goal_vs_kinematic_on_mujoco", Contrast.from_json),
+            None if r.raw("mujoco_data") is None else Collection.from_json(r.obj("mujoco_data")),
         )
-    return fits
 
 
 # ------------------------------------------------------------------------------------------ run
 
 
-def run(args: ExperimentArgs, settings: MatrixSettings | None = None) -> dict[str, Any]:
-    """Run the experiment; writes the report folder and returns ``results.json``'s document.
-    ``settings`` replaces the quick/full presets (tests)."""
+def run(args: ExperimentArgs, settings: MatrixSettings | None = None) -> ResultsFile[MatrixResults]:
+    """Run the experiment; writes the report folder and returns its results file. ``settings``
+    replaces the quick/full presets (tests)."""
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)
     st = settings or (QUICK_SETTINGS if args.quick else FULL_SETTINGS)
     given = args.checkpoints_by_kind(KINDS)
-    models: dict[str, dict[str, Any] | None] = {k: v for k, v in given_models(args).items()}
+    models: dict[str, ModelFit | None] = dict(given_models(args))
     for kind in LEARNED:
         if kind not in models and given[kind]:
             models[kind] = _model_of_checkpoints(given[kind])
     ckpts: dict[str, list[Path]] = {}
     train_wall: dict[str, float] = {}
 
-    def train(kind: str, make: Any) -> None:
+    def train(kind: str, make: Callable[[int], TrainSpec]) -> None:
         t1 = time.perf_counter()
         ckpts[kind] = policies(kind, given[kind], make, args, sizes)
         train_wall[kind] = time.perf_counter() - t1
 
-    train(BASE, partial(train_spec, BASE, sizes))
+    def in_model(kind: str) -> Callable[[int], TrainSpec]:
+        def make(seed: int) -> TrainSpec:  # called only when the kind's policies are not given
+            model = models[kind]
+            if model is None:
+                raise UserError(f"no dynamics model of kind '{kind}' to train its policies in")
+            return train_spec(EngineSpec("learned", dynamics_model=Path(model.path)), sizes, seed)
+
+        return make
+
+    train(BASE, lambda s: train_spec(EngineSpec(BASE), sizes, s))
     to_fit = [k for k in LEARNED if k not in models]
-    data_meta = None
+    data = None
     if to_fit:
         data_dir = args.out / "mujoco_transitions"
         collect = GroundingSettings(action_lag_steps=0, budget=st.budget, collect_worlds=st.collect_worlds)
-        data_meta = collect_target(data_dir, collect, sizes.train_agents, args.seed, ckpts[BASE][0])
+        data = collect_target(data_dir, collect, sizes.train_agents, args.seed, ckpts[BASE][0])
         console.print(f"fitting {', '.join(to_fit)} on {data_dir}")
-        models.update(fit_models(data_dir, to_fit, st, args.out / "models", args.seed))
+        models.update(fit_models(data_dir, to_fit, st.fit_epochs, args.out / "models", args.seed))
     for kind in LEARNED:
-        info = models[kind]
-        path = None if info is None else Path(info["path"])
-        train(kind, partial(train_spec, "learned", sizes, dynamics_model=path))
-    train(ORACLE, partial(train_spec, ORACLE, sizes))
+        train(kind, in_model(kind))
+    train(ORACLE, lambda s: train_spec(EngineSpec(ORACLE), sizes, s))
 
     scenes = held_out_scenes(sizes.episodes, args.seed)
-    pooled: dict[tuple[str, str], Pooled] = {}
+    cells = []
+    on_target = {}
     for kind in KINDS:
         for engine in ENGINES:
-            pooled[kind, engine] = evaluate_pooled(
-                ckpts[kind], scenes, engine, args.seed, sizes.eval_worlds, label=f"{kind} →"
+            p = evaluate_pooled(
+                ckpts[kind], scenes, EngineSpec(engine), args.seed, sizes.eval_worlds, label=f"{kind} →"
             )
-    cells: dict[str, dict[str, Any]] = {}
-    for (kind, engine), p in pooled.items():
-        cells[f"{kind}->{engine}"] = {
-            "trained_on": kind,
-            "evaluated_on": engine,
-            "checkpoints": [str(c) for c in ckpts[kind]],
-            "train_wall_s": train_wall[kind],
-            **p.metrics,
-            "per_policy": p.per_policy,
-        }
-    on_target = {k: pooled[k, ORACLE] for k in KINDS}
+            cells.append(p.cell(kind, engine, train_wall_s=train_wall[kind]))
+            if engine == ORACLE:
+                on_target[kind] = p
     counts = {k: scene_counts(p.records, "goal_reach_rate", sizes.episodes) for k, p in on_target.items()}
     gaps = gap_closed(counts, BASE, ORACLE, seed=args.seed)
-    vs_base = {
-        k: rate_difference(on_target[k].metrics, on_target[BASE].metrics, "goal_reach_rate") for k in KINDS
-    }
+    vs_base = [
+        Contrast(
+            k,
+            {
+                "goal_reach_rate": rate_difference(
+                    on_target[k].metrics, on_target[BASE].metrics, "goal_reach_rate"
+                )
+            },
+        )
+        for k in KINDS
+    ]
     points = accuracy_points(models, {k: p.metrics for k, p in on_target.items()})
-    results = {
-        "cells": cells,
-        "models": models,
-        "accuracy": [asdict(p) for p in points],
-        "correlations": correlations(points),
-        "gap_closed_on_mujoco": gaps,
-        "goal_vs_kinematic_on_mujoco": vs_base,
-        "mujoco_data": data_meta,
-    }
-    return _write(args, sizes, st, given, ckpts, results, points, t0)
+    results = MatrixResults(
+        tuple(cells), models, tuple(points), correlations(points), tuple(gaps.values()), tuple(vs_base), data
+    )
+    return _write(args, sizes, st, given, ckpts, results, t0)
 
 
 def accuracy_points(
-    models: Mapping[str, Mapping[str, Any] | None], on_target: Mapping[str, Mapping[str, Any]]
+    models: Mapping[str, ModelFit | None], on_target: Mapping[str, Metrics]
 ) -> list[AccuracyPoint]:
     """One point per learned model (errors ``None`` when its model is unknown) and, when some
     model is known, the plain bicycle (the ``kinematic`` policies' training model) scored on that
@@ -297,12 +292,12 @@ def accuracy_points(
         return AccuracyPoint(label, one, r10, r20, goal, (float(lo), float(hi)), learned)
 
     points = []
-    known = sorted((m for m in models.values() if m is not None), key=lambda m: m["source"] != "fitted here")
+    known = sorted((m for m in models.values() if m is not None), key=lambda m: m.source != "fitted here")
     if known:
-        points.append(point("kinematic bicycle", known[0]["bicycle"], learned=False))
+        points.append(point("kinematic bicycle", known[0].bicycle, learned=False))
     for kind in LEARNED:
         model = models.get(kind)
-        points.append(point(kind, None if model is None else model["heldout"]))
+        points.append(point(kind, None if model is None else model.heldout))
     return points
 
 
@@ -313,42 +308,44 @@ def _num(v: float | None, digits: int = 4) -> str:
     return "—" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
 
 
-def _sections(results: Mapping[str, Any], points: Sequence[AccuracyPoint]) -> list[str]:
+def _sections(results: MatrixResults) -> list[str]:
     cells, models, gaps, vs = (
-        results["cells"],
-        results["models"],
-        results["gap_closed_on_mujoco"],
-        results["goal_vs_kinematic_on_mujoco"],
+        results.cells,
+        results.models,
+        results.gap_closed_on_mujoco,
+        results.goal_vs_kinematic_on_mujoco,
     )
     matrix = metrics_table(
-        ["trained on", "evaluated on"],
-        [((c["trained_on"], c["evaluated_on"]), c) for c in cells.values()],
-        KEYS,
+        ["trained on", "evaluated on"], [((c.kind, c.eval_tier), c.metrics) for c in cells], KEYS
     )
+
+    def goal(kind: str, engine: str) -> str:
+        return fmt_ci(find_cell(cells, kind, engine).metrics, "goal_reach_rate")
+
     glance = markdown_table(
         ["trained on", "goal reach on mujoco", "goal reach on kinematic", "Δ on mujoco vs kinematic-trained"],
         [
             [
                 k,
-                fmt_ci(cells[f"{k}->{ORACLE}"], "goal_reach_rate"),
-                fmt_ci(cells[f"{k}->{BASE}"], "goal_reach_rate"),
-                "—" if k == BASE else fmt_diff(vs[k]),
+                goal(k, ORACLE),
+                goal(k, BASE),
+                "—" if k == BASE else fmt_diff(find_contrast(vs, k).differences["goal_reach_rate"]),
             ]
             for k in KINDS
         ],
     )
     rows = []
-    for p in points:
+    for p in results.accuracy:
         kind = p.label if p.learned else BASE
-        g = gaps[kind]
-        gap = "n/a" if not math.isfinite(g["gap_closed"]) else fmt_ci(g, "gap_closed", 2)
+        g = find_gap(gaps, kind)
+        gap = "n/a" if not math.isfinite(g.gap_closed) else fmt_ci(g.figures, "gap_closed", 2)
         rows.append(
             [
                 p.label if p.learned else f"{p.label} (no learning; `kinematic` policies)",
                 _num(p.one_step_m),
                 _num(p.rollout10_m, 3),
                 _num(p.rollout20_m, 3),
-                fmt_ci(cells[f"{kind}->{ORACLE}"], "goal_reach_rate"),
+                goal(kind, ORACLE),
                 gap,
             ]
         )
@@ -363,22 +360,25 @@ def _sections(results: Mapping[str, Any], points: Sequence[AccuracyPoint]) -> li
         ],
         rows,
     )
-    corr = results["correlations"]
+
+    def corr(models: str, error: str) -> str:
+        return describe(find_correlation(results.correlations, models, error))
+
     lines = [
-        f"- 1-step error vs goal reach, learned models: {describe(corr['learned/one_step'])}.",
-        f"- 10-step error vs goal reach, learned models: {describe(corr['learned/rollout10'])}.",
-        f"- with the plain bicycle as a fifth model: 1-step {describe(corr['all/one_step'])}; "
-        f"10-step {describe(corr['all/rollout10'])}.",
+        f"- 1-step error vs goal reach, learned models: {corr('learned', 'one_step')}.",
+        f"- 10-step error vs goal reach, learned models: {corr('learned', 'rollout10')}.",
+        f"- with the plain bicycle as a fifth model: 1-step {corr('all', 'one_step')}; "
+        f"10-step {corr('all', 'rollout10')}.",
     ]
     model_rows = []
     for k in LEARNED:
-        m = models.get(k) or {}
-        train, data = m.get("train", {}), m.get("dataset", {})
+        m = models.get(k)
+        train, data = (m.train, m.dataset) if m is not None else ({}, {})
         model_rows.append(
             [
                 k,
-                m.get("source", "unknown (policies given, their model file not found)"),
-                f"`{m['path']}`" if m else "—",
+                m.source if m is not None else "unknown (policies given, their model file not found)",
+                f"`{m.path}`" if m is not None else "—",
                 f"`{data['path']}` ({data.get('engine')})" if data.get("path") else "—",
                 *(str(train.get(f, "—")) for f in ("train_transitions", "heldout_transitions", "epochs")),
             ]
@@ -407,40 +407,39 @@ def _write(
     st: MatrixSettings,
     given: Mapping[str, list[Path]],
     ckpts: Mapping[str, list[Path]],
-    results: Mapping[str, Any],
-    points: Sequence[AccuracyPoint],
+    results: MatrixResults,
     t0: float,
-) -> dict[str, Any]:
-    cells = results["cells"]
+) -> ResultsFile[MatrixResults]:
+    cells = results.cells
     bars = plot_grouped_panels(
         args.out / "matrix.png",
         list(ENGINES),
-        {k: {e: cells[f"{k}->{e}"] for e in ENGINES} for k in KINDS},
+        {k: {e: find_cell(cells, k, e).metrics for e in ENGINES} for k in KINDS},
         KEYS,
         f"{NAME}: policies trained on each engine, evaluated on mujoco and kinematic",
     )
-    goal = {k: cells[f"{k}->{ORACLE}"]["goal_reach_rate"] for k in KINDS}
+    goal = {k: find_cell(cells, k, ORACLE).metrics["goal_reach_rate"] for k in KINDS}
     scatter = plot_accuracy(
         args.out / "accuracy_vs_transfer.png",
-        points,
+        results.accuracy,
         {"trained on mujoco": goal[ORACLE]},
         f"{NAME}: model accuracy vs goal reach on mujoco",
         ylabel="goal reach on mujoco",
     )
-    data = results["mujoco_data"]
+    data = results.mujoco_data
     collected = (
-        f"{data['transitions']} mujoco transitions were recorded ({st.collect_worlds} worlds × "
-        f"{sizes.train_agents} agents × {data['steps']} steps, driven by the first `kinematic` policy, its "
+        f"{data.transitions} mujoco transitions were recorded ({st.collect_worlds} worlds × "
+        f"{sizes.train_agents} agents × {data.steps} steps, driven by the first `kinematic` policy, its "
         f"noisy copy and smooth random driving; water films 0–5 mm drawn per reset) and each missing "
         f"family fitted on them for {st.fit_epochs} epochs, the same {HOLDOUT_FRAC:.0%} of the episodes "
         f"held out for every model's errors"
-        if data
+        if data is not None
         else "No mujoco data was collected (every learned model was given)"
     )
     best = max(LEARNED, key=lambda k: goal[k])
-    span = results["goal_vs_kinematic_on_mujoco"][ORACLE]
+    span = find_contrast(results.goal_vs_kinematic_on_mujoco, ORACLE).differences["goal_reach_rate"]
     caveat = ""
-    if not span["ci95"][0] > 0:
+    if not span.ci95[0] > 0:
         caveat = (
             f" Here the mujoco-trained policies do not clearly beat the kinematic-trained ones on "
             f"mujoco (Δ {fmt_diff(span)}), so the gap fractions mean little; read Δ instead."
@@ -462,21 +461,23 @@ interval.{caveat} Grounded engines (the bicycle plus a fitted correction) are no
         NAME,
         "Cross-simulator matrix with learned dynamics, and model accuracy against transfer",
         intro,
-        _sections(results, points),
+        _sections(results),
         sizes,
         {k: training_seeds(given[k], args, sizes) for k in KINDS},
         {
             "settings": asdict(st),
             "data_engine": ORACLE,
             "holdout_frac": HOLDOUT_FRAC,
-            "models": {k: (m or {}).get("path") for k, m in results["models"].items()},
+            "models": {k: None if m is None else m.path for k, m in results.models.items()},
             "checkpoints": {k: [str(p) for p in v] for k, v in ckpts.items()},
             "gap_interval": "scene-paired percentile bootstrap over held-out scenes",
         },
         results,
         [bars, scatter],
         time.perf_counter() - t0,
-        seed_compare=[(f"{k}->{ORACLE}", f"{BASE}->{ORACLE}") for k in KINDS if k != BASE],
+        seed_compare=[
+            (find_cell(cells, k, ORACLE), find_cell(cells, BASE, ORACLE)) for k in KINDS if k != BASE
+        ],
     )
 
 
@@ -486,5 +487,6 @@ EXPERIMENT = Experiment(
     "model accuracy vs transfer",
     KINDS,
     run,
+    MatrixResults.from_json,
     options=("--dynamics-model",),
 )

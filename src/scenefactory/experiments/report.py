@@ -1,6 +1,7 @@
 """The report folder of an experiment: ``report.md`` (what ran, the exact command, seeds, sizes and
-config, tables with 95 % CIs, the plots), ``results.json`` (every number, written atomically) and
-PNG plots (Agg canvas, written atomically through ``evaluation.plots.save_png``)."""
+config, tables with 95 % CIs, the plots), ``results.json`` (every number, written atomically: the
+typed :class:`ResultsFile`) and PNG plots (Agg canvas, written atomically through
+``evaluation.plots.save_png``)."""
 
 from __future__ import annotations
 
@@ -8,70 +9,119 @@ import json
 import math
 import os
 import platform
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
+from scenefactory.errors import UserError
+from scenefactory.evaluation.plots import save_png
 from scenefactory.experiments.base import ExperimentArgs, Sizes
-from scenefactory.io import atomic_write_text, write_json
+from scenefactory.experiments.results import (
+    RESULTS_VERSION,
+    Cell,
+    ExperimentResults,
+    Reader,
+    ResultsFieldError,
+    check_version,
+)
+from scenefactory.experiments.seed_level import (
+    EXPLAINED,
+    SeedLevel,
+    cells_markdown,
+    differences_markdown,
+    seed_level,
+)
+from scenefactory.experiments.tables import METRIC_LABELS
+from scenefactory.io import atomic_write_text, show_value, write_json
 
-METRIC_LABELS: dict[str, str] = {
-    "goal_reach_rate": "goal reach",
-    "collision_rate": "collision",
-    "offroad_rate": "off-road",
-    "timeout_rate": "time-out",
-    "high_drac_rate": "high-DRAC rate",
-    "near_miss_rate": "near miss",
-    "mean_peak_drac_mps2": "mean peak DRAC (m/s²)",
-    "log_divergence_m": "log divergence (m)",
-}
-
-
-def fmt_ci(m: Mapping[str, Any], key: str, digits: int = 3) -> str:
-    """``value [low, high]`` of ``m[key]`` and ``m[key + '_ci95']``; ``n/a`` when not finite."""
-    v = m.get(key)
-    if v is None or not math.isfinite(v):
-        return "n/a"
-    lo, hi = m.get(f"{key}_ci95", (math.nan, math.nan))
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        return f"{v:.{digits}f}"
-    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+R = TypeVar("R", bound=ExperimentResults)
 
 
-def fmt_diff(d: Mapping[str, Any], digits: int = 3) -> str:
-    """``+0.012 [−0.010, +0.034]`` for a difference with its interval."""
-    v, (lo, hi) = d["diff"], d["ci95"]
-    if v is None or not math.isfinite(v):
-        return "n/a"
-    return f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+def _read_sizes(r: Reader) -> Sizes:
+    values = {f.name: r.integer(f.name) for f in fields(Sizes) if f.name != "eval_worlds"}
+    try:
+        return Sizes(**values, eval_worlds=r.integer("eval_worlds"))
+    except UserError as exc:
+        raise ResultsFieldError(f"field '{r.where}': {exc}") from None
 
 
-def delta_label(key: str) -> str:
-    """Column header of a difference: ``Δ goal reach``."""
-    return f"Δ {METRIC_LABELS.get(key, key)}"
+def _read_seeds(r: Reader) -> dict[str, list[int] | str]:
+    """Kind → the training seeds used, or a note (``given checkpoints``)."""
+    out: dict[str, list[int] | str] = {}
+    for kind, value in r.data.items():
+        out[kind] = value if isinstance(value, str) else list(r.integers(kind))
+    return out
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+@dataclass(frozen=True)
+class ResultsFile(Generic[R]):
+    """``results.json``: what ran (the experiment, the exact command, ``--quick``, the sizes, the
+    training seeds by kind or a note such as ``given checkpoints``, the evaluation seed, the
+    config), the experiment's typed ``results``, the plots' file names, the wall time, the machine,
+    and (where a kind has two or more policies) the seed-level summary of the cells."""
 
+    experiment: str
+    command: str
+    quick: bool
+    sizes: Sizes | None
+    seeds: Mapping[str, list[int] | str]
+    evaluation_seed: int
+    config: Mapping[str, Any]
+    results: R
+    plots: tuple[str, ...]
+    wall_s: float
+    machine: Mapping[str, Any]
+    seed_level: SeedLevel | None = None
 
-def metrics_table(
-    labels: Sequence[str], rows: Sequence[tuple[Sequence[str], Mapping[str, Any]]], keys: Sequence[str]
-) -> str:
-    """Rows of ``(label cells, metrics)``: each metric as value [95 % CI], then the count."""
-    header = [*labels, *(METRIC_LABELS.get(k, k) for k in keys), "agent-episodes"]
-    body = [
-        [*cells, *(fmt_ci(m, k, 2 if k.endswith(("_mps2", "_m")) else 3) for k in keys), str(m["episodes"])]
-        for cells, m in rows
-    ]
-    return markdown_table(header, body)
+    def to_json(self) -> dict[str, Any]:
+        """Plain data, :data:`~.results.RESULTS_VERSION` first."""
+        out: dict[str, Any] = {
+            "version": RESULTS_VERSION,
+            "experiment": self.experiment,
+            "command": self.command,
+            "quick": self.quick,
+            "sizes": asdict(self.sizes) if self.sizes is not None else None,
+            "seeds": dict(self.seeds),
+            "evaluation_seed": self.evaluation_seed,
+            "config": dict(self.config),
+            "results": self.results.to_json(),
+            "plots": list(self.plots),
+            "wall_s": self.wall_s,
+            "machine": dict(self.machine),
+        }
+        if self.seed_level is not None:
+            out["seed_level"] = self.seed_level.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, read_results: Callable[[Reader], R]) -> ResultsFile[R]:
+        """Inverse of :meth:`to_json`; ``read_results`` reads the experiment's ``results`` object
+        (its class's ``from_json``). A field that is missing or mistyped, or another version, is a
+        :class:`~.results.ResultsFieldError` naming it."""
+        if not isinstance(data, Mapping):
+            raise ResultsFieldError(f"expected a JSON object (an experiment report), got {show_value(data)}")
+        r = Reader(data, "")
+        check_version(r)
+        return cls(
+            experiment=r.text("experiment"),
+            command=r.text("command"),
+            quick=r.flag("quick"),
+            sizes=None if r.raw("sizes") is None else _read_sizes(r.obj("sizes")),
+            seeds=_read_seeds(r.obj("seeds")),
+            evaluation_seed=r.integer("evaluation_seed"),
+            config=r.document("config"),
+            results=read_results(r.obj("results")),
+            plots=r.texts("plots"),
+            wall_s=r.number("wall_s"),
+            machine=r.document("machine"),
+            seed_level=SeedLevel.from_json(r.obj("seed_level")) if r.has("seed_level") else None,
+        )
 
 
 def write_report(
@@ -81,55 +131,50 @@ def write_report(
     intro: str,
     sections: Sequence[str],
     sizes: Sizes | None,
-    seeds: Mapping[str, Any],
+    seeds: Mapping[str, list[int] | str],
     config: Mapping[str, Any],
-    results: Mapping[str, Any],
+    results: R,
     plots: Sequence[Path],
     wall_s: float,
-    seed_compare: Sequence[tuple[str, str]] = (),
+    seed_compare: Sequence[tuple[Cell, Cell]] = (),
     seed_paired: bool = False,
-) -> dict[str, Any]:
-    """Write ``report.md`` and ``results.json`` into ``args.out``; returns the results document.
+) -> ResultsFile[R]:
+    """Write ``report.md`` and ``results.json`` into ``args.out``; returns the results file.
 
-    When a cell of ``results['cells']`` pools two or more policies, the report gains a seed-level
+    When a cell of ``results.cells`` pools two or more policies, the report gains a seed-level
     section (:mod:`~scenefactory.experiments.seed_level`: the training seed as the unit) with the
     differences A − B of ``seed_compare`` (paired by seed with ``seed_paired``), also in
     ``results.json`` under ``seed_level``."""
-    from scenefactory.experiments.seed_level import (
-        EXPLAINED,
-        cells_markdown,
-        differences_markdown,
-        seed_level,
-    )
-
-    doc = {
-        "experiment": name,
-        "command": args.command or f"scenefactory experiment {name} --out {args.out}",
-        "quick": args.quick,
-        "sizes": asdict(sizes) if sizes is not None else None,
-        "seeds": dict(seeds),
-        "evaluation_seed": args.seed,
-        "config": dict(config),
-        "results": dict(results),
-        "plots": [p.name for p in plots],
-        "wall_s": wall_s,
-        "machine": {
+    summary: SeedLevel | None = None
+    seed_section = ""
+    if results.cells:
+        found = seed_level(results.cells, seed_compare, seed_paired, strict=False)
+        if any(len(c.seeds) > 1 for c in found.cells):
+            summary = found
+            diffs = differences_markdown(found)
+            seed_section = (
+                f"## Seed level\n\n{EXPLAINED} The pooled intervals above treat every agent-episode as "
+                "independent; these do not.\n\n" + (f"{diffs}\n" if diffs else "") + cells_markdown(found)
+            )
+    doc = ResultsFile(
+        experiment=name,
+        command=args.command or f"scenefactory experiment {name} --out {args.out}",
+        quick=args.quick,
+        sizes=sizes,
+        seeds=dict(seeds),
+        evaluation_seed=args.seed,
+        config=dict(config),
+        results=results,
+        plots=tuple(p.name for p in plots),
+        wall_s=wall_s,
+        machine={
             "torch_threads": torch.get_num_threads(),
             "cpu_count": os.cpu_count(),
             "platform": platform.platform(),
         },
-    }
-    seed_section = ""
-    if "cells" in results:
-        summary = seed_level(doc, seed_compare, seed_paired, strict=False)
-        if any(len(c["seeds"]) > 1 for c in summary["cells"].values()):
-            doc["seed_level"] = summary
-            diffs = differences_markdown(summary)
-            seed_section = (
-                f"## Seed level\n\n{EXPLAINED} The pooled intervals above treat every agent-episode as "
-                "independent; these do not.\n\n" + (f"{diffs}\n" if diffs else "") + cells_markdown(summary)
-            )
-    write_json(args.out / "results.json", doc)
+        seed_level=summary,
+    )
+    write_json(args.out / "results.json", doc.to_json())
     shown_sizes = asdict(sizes) if sizes is not None else {}
     if seeds and all(isinstance(v, str) for v in seeds.values()):
         shown_sizes.pop("seeds", None)  # every policy was given: no training seeds were used
@@ -148,7 +193,7 @@ def write_report(
 {quick}
 {intro.strip()}
 
-Command: `{doc["command"]}`
+Command: `{doc.command}`
 
 Wall time {wall_s / 60:.1f} min on {torch.get_num_threads()} torch threads (this invocation: work
 reused from an earlier run on the same folder — finished policies, collections, fits — is not
@@ -188,11 +233,6 @@ def plot_grouped_panels(
 ) -> Path:
     """One panel per metric key; in each, one group of bars per ``groups`` entry and one bar per
     series (``series[label][group]`` is a metrics dict), with 95 % CI whiskers."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from scenefactory.evaluation.plots import save_png
-
     colors = ("#1f6fd1", "#e67e22", "#2e9e44", "#8e44ad", "#c0392b", "#17a2b8", "#7f7f7f", "#d4ac0d")
     fig = Figure(figsize=(3.4 * len(keys) + 0.6, 4.0), facecolor="white")
     FigureCanvasAgg(fig)
@@ -248,11 +288,6 @@ def plot_intervals(
 ) -> Path:
     """One bar per label with its 95 % interval as a whisker; the ``highlight`` bar in a second
     colour; dashed horizontal ``reference_lines`` (e.g. 0 and 1 for a fraction of a gap)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from scenefactory.evaluation.plots import save_png
-
     fig = Figure(figsize=(1.1 * len(labels) + 2.5, 4.0), facecolor="white")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)

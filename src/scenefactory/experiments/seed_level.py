@@ -1,28 +1,31 @@
-"""Seed-level statistics of an experiment's report: the training seed, not the agent-episode, as
+"""Seed-level statistics of an experiment's cells: the training seed, not the agent-episode, as
 the unit.
 
 An experiment pools the agent-episodes of every policy of a kind, and its intervals treat them as
 independent. They are not: the episodes of one policy share its training run, so the pooled
-intervals understate how much a result would move with other training seeds. This module reads a
-report folder's ``results.json`` (each cell's ``per_policy`` figures, one entry per trained
-policy) and gives, per cell and metric, the per-seed values with their mean and a Student-t 95 %
-interval over seeds (n − 1 degrees of freedom); and for pairs of cells, the difference of the seed
-means with a Welch 95 % interval (unpaired: seeds of two kinds are independent training runs) or,
-with ``paired``, a paired-t interval over the per-seed differences (the same policies under two
-conditions, matched by training seed, or in order where both cells list the same seeds in the same
-order). With three seeds these intervals are wide; that is the point of reporting them beside the
-pooled ones. Every experiment report with two or more policies of a kind has these tables too
+intervals understate how much a result would move with other training seeds. This module takes
+typed :class:`~scenefactory.experiments.results.Cell` objects (each with one
+:class:`~scenefactory.experiments.results.PolicyFigures` per trained policy) and gives, per cell and
+metric, the per-seed values with their mean and a Student-t 95 % interval over seeds (n − 1
+degrees of freedom); and for pairs of cells, the difference of the seed means with a Welch 95 %
+interval (unpaired: seeds of two kinds are independent training runs) or, with ``paired``, a
+paired-t interval over the per-seed differences (the same policies under two conditions, matched
+by training seed, or in order where both cells list the same seeds in the same order). With three
+seeds these intervals are wide; that is the point of reporting them beside the pooled ones. Every
+experiment report with two or more policies of a kind has these tables too
 (:func:`~scenefactory.experiments.report.write_report`).
 
-``scenefactory seed-level DIR [--compare A B]... [--paired]`` writes ``DIR/seed_level.json`` and
-``DIR/seed_level.md`` (both atomically).
+``scenefactory seed-level DIR [--compare A B]... [--paired]`` reads ``DIR/results.json`` (cells
+named as :func:`~scenefactory.experiments.results.cell_labels` names them; a version 1 file's as it
+names them, :mod:`~scenefactory.experiments.report_cells`) and writes
+``DIR/seed_level.json`` and ``DIR/seed_level.md`` (both atomically).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,24 +33,66 @@ import numpy as np
 from scipy import stats
 
 from scenefactory.errors import UserError, warn
-from scenefactory.experiments.report import METRIC_LABELS, fmt_ci, fmt_diff, markdown_table
-from scenefactory.io import atomic_write_text, show_value, write_json
+from scenefactory.experiments.report_cells import read_cells
+from scenefactory.experiments.results import (
+    SEED_FIGURES,
+    Cell,
+    Reader,
+    cell_labels,
+    read_json_file,
+)
+from scenefactory.experiments.tables import METRIC_LABELS, fmt_interval, markdown_table
+from scenefactory.io import atomic_write_text, write_json
 
-METRICS = ("goal_reach_rate", "collision_rate", "offroad_rate", "mean_peak_drac_mps2", "high_drac_rate")
+METRICS = SEED_FIGURES
 """The figures summarised per seed (where a cell has them)."""
 
 
-def t_interval(values: Sequence[float]) -> dict[str, Any]:
+# ----------------------------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class TInterval:
+    """Mean of ``n`` per-seed values with its Student-t 95 % interval (n − 1 df) and their ``sd``."""
+
+    mean: float
+    ci95: tuple[float, float]
+    sd: float
+    n: int
+
+
+def t_interval(values: Sequence[float]) -> TInterval:
     """Mean of ``values`` (one per seed) and its Student-t 95 % interval (n − 1 df); n ≥ 2."""
     x = np.asarray(values, dtype=float)
     if x.size < 2:
         raise ValueError(f"a seed-level interval needs at least 2 seeds, got {x.size}")
     half = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
     m = float(x.mean())
-    return {"mean": m, "ci95": [m - half, m + half], "seeds_n": int(x.size), "sd": float(x.std(ddof=1))}
+    return TInterval(m, (m - half, m + half), float(x.std(ddof=1)), int(x.size))
 
 
-def welch_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SeedDifference:
+    """A − B over seeds with its 95 % interval, the test's degrees of freedom and its name
+    (``welch`` or ``paired t``)."""
+
+    diff: float
+    ci95: tuple[float, float]
+    df: float
+    test: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        return {"diff": self.diff, "ci95": list(self.ci95), "df": self.df, "test": self.test}
+
+    @classmethod
+    def from_json(cls, r: Reader) -> SeedDifference:
+        """Inverse of :meth:`to_json` (an infinite df is written as null and reads back as inf)."""
+        df = r.number("df")
+        return cls(r.number("diff"), r.interval("ci95"), math.inf if math.isnan(df) else df, r.text("test"))
+
+
+def welch_difference(a: Sequence[float], b: Sequence[float]) -> SeedDifference:
     """mean(a) − mean(b) with a Welch 95 % interval (Welch–Satterthwaite df); each side n ≥ 2."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if xa.size < 2 or xb.size < 2:
@@ -56,176 +101,255 @@ def welch_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     diff = float(xa.mean() - xb.mean())
     se = math.sqrt(va + vb)
     if se == 0.0:
-        return {"diff": diff, "ci95": [diff, diff], "df": math.inf, "test": "welch"}
+        return SeedDifference(diff, (diff, diff), math.inf, "welch")
     df = (va + vb) ** 2 / (va**2 / (xa.size - 1) + vb**2 / (xb.size - 1))
     half = float(stats.t.ppf(0.975, df) * se)
-    return {"diff": diff, "ci95": [diff - half, diff + half], "df": float(df), "test": "welch"}
+    return SeedDifference(diff, (diff - half, diff + half), float(df), "welch")
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> SeedDifference:
     """Mean of the per-seed differences a_i − b_i with a paired-t 95 % interval; n ≥ 2 pairs."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     out = t_interval(d.tolist())
-    return {"diff": out["mean"], "ci95": out["ci95"], "df": float(d.size - 1), "test": "paired t"}
+    return SeedDifference(out.mean, out.ci95, float(d.size - 1), "paired t")
 
 
-class ResultsFieldError(UserError):
-    """A ``results.json`` that does not hold what :func:`seed_level` reads (names the field)."""
+# -------------------------------------------------------------------------------------- summary
 
 
-_show = show_value
+@dataclass(frozen=True)
+class SeedFigure:
+    """One metric of one cell over its seeds: ``per_seed`` (``None`` where a policy's figure is
+    null, NaN or absent; those seeds are in ``missing_seeds``) and, with every figure known and two
+    or more seeds, their ``summary`` (a rate's interval clipped to [0, 1])."""
+
+    per_seed: tuple[float | None, ...]
+    missing_seeds: tuple[int, ...] = ()
+    summary: TInterval | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data: ``per_seed``, then ``missing_seeds`` or the summary's fields where there are any."""
+        out: dict[str, Any] = {"per_seed": list(self.per_seed)}
+        if self.missing_seeds:
+            out["missing_seeds"] = list(self.missing_seeds)
+        if self.summary is not None:
+            s = self.summary
+            out.update({"mean": s.mean, "ci95": list(s.ci95), "seeds_n": s.n, "sd": s.sd})
+        return out
+
+    @classmethod
+    def from_json(cls, r: Reader) -> SeedFigure:
+        """Inverse of :meth:`to_json`."""
+        per = tuple(None if math.isnan(v) else v for v in r.numbers("per_seed"))  # null: missing
+        missing = r.integers("missing_seeds") if r.has("missing_seeds") else ()
+        summary = None
+        if r.has("mean"):
+            summary = TInterval(r.number("mean"), r.interval("ci95"), r.number("sd"), r.integer("seeds_n"))
+        return cls(per, missing, summary)
 
 
-def _cells(results: Any) -> Mapping[str, Any]:
-    """``results['results']['cells']``, checked to be an object of cells by name."""
-    if not isinstance(results, Mapping):
-        raise ResultsFieldError(f"expected a JSON object (an experiment report), got {_show(results)}")
-    inner = results.get("results")
-    if not isinstance(inner, Mapping) or "cells" not in inner:
-        what = "'results'" if not isinstance(inner, Mapping) else "'results.cells'"
-        raise ResultsFieldError(f"field {what} is missing or not an object (not an experiment report?)")
-    cells = inner["cells"]
-    if not isinstance(cells, Mapping):
-        raise ResultsFieldError(
-            f"field 'results.cells': expected an object of cells by name, got {_show(cells)}"
+@dataclass(frozen=True)
+class SeedCell:
+    """A cell at the seed level: its ``label`` (:func:`~.results.cell_labels`) and fields, the
+    training ``seeds`` of its policies (their positions where a checkpoint records none) and one
+    :class:`SeedFigure` per metric some policy of it has."""
+
+    label: str
+    kind: str
+    eval_tier: str
+    condition: str
+    seeds: tuple[int, ...]
+    figures: Mapping[str, SeedFigure]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        return {
+            "label": self.label,
+            "kind": self.kind,
+            "eval_tier": self.eval_tier,
+            "condition": self.condition,
+            "seeds": list(self.seeds),
+            "figures": {k: f.to_json() for k, f in self.figures.items()},
+        }
+
+    @classmethod
+    def from_json(cls, r: Reader) -> SeedCell:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            r.text("label"),
+            r.text("kind"),
+            r.text("eval_tier"),
+            r.text("condition"),
+            r.integers("seeds"),
+            r.by_name("figures", SeedFigure.from_json),
         )
-    return cells
 
 
-def _seeds(cell_name: str, cell: Any) -> tuple[list[Any], list[Mapping[str, Any]]]:
-    """The training seeds (or positions) of a cell's policies and their figures, checked."""
-    where = f"results.cells.{cell_name}"
-    if not isinstance(cell, Mapping):
-        raise ResultsFieldError(f"field '{where}': expected an object (a cell), got {_show(cell)}")
-    per = cell.get("per_policy")
-    if not isinstance(per, list) or not per:
-        raise ResultsFieldError(
-            f"cell '{cell_name}' has no per_policy figures (field '{where}.per_policy': expected a "
-            f"non-empty list, one entry per trained policy, got {_show(per)})"
+@dataclass(frozen=True)
+class SeedComparison:
+    """Cell ``a`` − cell ``b`` (labels) per metric both have for every seed, Welch or ``paired``."""
+
+    a: str
+    b: str
+    paired: bool
+    differences: Mapping[str, SeedDifference]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        return {
+            "a": self.a,
+            "b": self.b,
+            "paired": self.paired,
+            "differences": {k: d.to_json() for k, d in self.differences.items()},
+        }
+
+    @classmethod
+    def from_json(cls, r: Reader) -> SeedComparison:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            r.text("a"), r.text("b"), r.flag("paired"), r.by_name("differences", SeedDifference.from_json)
         )
-    seeds = []
-    for i, p in enumerate(per):
-        if not isinstance(p, Mapping):
-            raise ResultsFieldError(
-                f"field '{where}.per_policy[{i}]': expected an object (one policy's figures), got {_show(p)}"
-            )
-        seed = p.get("trained_seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ResultsFieldError(
-                f"field '{where}.per_policy[{i}].trained_seed': expected an integer seed or null, "
-                f"got {_show(seed)}"
-            )
-        seeds.append(i if seed is None else seed)
-    return seeds, per
 
 
-def _figure(value: Any, where: str, metric: str) -> float | None:
-    """A policy's figure: a finite number (a rate in [0, 1]); ``None`` where it is null or not
-    finite (reported as missing); :class:`ResultsFieldError` for anything else."""
-    if value is None:
+@dataclass(frozen=True)
+class SeedLevel:
+    """The seed-level summary of a set of cells and the differences of the compared pairs."""
+
+    cells: tuple[SeedCell, ...]
+    comparisons: tuple[SeedComparison, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        return {
+            "cells": [c.to_json() for c in self.cells],
+            "comparisons": [c.to_json() for c in self.comparisons],
+        }
+
+    @classmethod
+    def from_json(cls, r: Reader) -> SeedLevel:
+        """Inverse of :meth:`to_json`."""
+        return cls(r.objects("cells", SeedCell.from_json), r.objects("comparisons", SeedComparison.from_json))
+
+    def cell(self, label: str) -> SeedCell:
+        """The cell called ``label``; ``KeyError`` when there is none."""
+        for c in self.cells:
+            if c.label == label:
+                return c
+        raise KeyError(label)
+
+
+def _figure(value: Any) -> float | None:
+    """A policy's figure; ``None`` where it is null or not finite (reported as missing)."""
+    if value is None or not math.isfinite(value):
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ResultsFieldError(f"field '{where}': expected a number or null, got {_show(value)}")
-    if not math.isfinite(value):
-        return None
-    if metric.endswith("_rate") and not 0.0 <= value <= 1.0:
-        raise ResultsFieldError(f"field '{where}': expected a rate in [0, 1], got {_show(value)}")
     return float(value)
 
 
+def _seed_cell(label: str, cell: Cell) -> SeedCell:
+    seeds = tuple(i if p.trained_seed is None else p.trained_seed for i, p in enumerate(cell.policies))
+    figures: dict[str, SeedFigure] = {}
+    for metric in METRICS:
+        if not any(metric in p.metrics for p in cell.policies):
+            continue
+        values = tuple(_figure(p.metrics.get(metric)) for p in cell.policies)
+        missing = tuple(s for s, v in zip(seeds, values, strict=True) if v is None)
+        if missing:
+            figures[metric] = SeedFigure(values, missing)
+            continue
+        known = [v for v in values if v is not None]
+        summary = t_interval(known) if len(known) > 1 else None
+        if summary is not None and metric.endswith("_rate"):  # a rate's interval stays within [0, 1]
+            lo, hi = summary.ci95
+            summary = TInterval(summary.mean, (max(0.0, lo), min(1.0, hi)), summary.sd, summary.n)
+        figures[metric] = SeedFigure(tuple(known), (), summary)
+    return SeedCell(label, cell.kind, cell.eval_tier, cell.condition, seeds, figures)
+
+
+def _unusable(a: SeedCell, b: SeedCell, paired: bool) -> str | None:
+    """Why cells ``a`` and ``b`` cannot be compared at the seed level, or ``None``."""
+    for c in (a, b):
+        if len(c.seeds) < 2:
+            n = len(c.seeds)
+            return f"cell '{c.label}' has {n} policy; a seed-level difference needs 2 or more per side"
+    sa, sb = list(a.seeds), list(b.seeds)
+    if paired and sa != sb and (sorted(sa) != sorted(sb) or len(set(sa)) < len(sa)):
+        return f"--paired: cells '{a.label}' and '{b.label}' have different training seeds ({sa} vs {sb})"
+    return None
+
+
 def seed_level(
-    results: Mapping[str, Any],
-    compare: Sequence[tuple[str, str]] = (),
+    cells: Sequence[Cell],
+    compare: Sequence[tuple[Cell, Cell]] = (),
     paired: bool = False,
     strict: bool = True,
-) -> dict[str, Any]:
-    """Seed-level summary of a ``results.json`` document (see the module docstring).
+) -> SeedLevel:
+    """Seed-level summary of ``cells`` (see the module docstring), named by :func:`cell_labels`.
 
-    ``compare``: pairs of cell names (keys of ``results['results']['cells']``); each gives A − B per
-    metric that both cells have. Cells with one policy are listed without an interval. ``strict``:
-    a malformed cell (:class:`ResultsFieldError`, naming the field), a pair with fewer than 2 seeds
-    on a side, or (``paired``) a pair whose seeds differ is an error; otherwise it is left out (how
-    reports use it). A metric that some policies of a cell have and others lack, or have as null or
-    NaN, is kept with ``None`` for those seeds and their list in ``missing_seeds`` (no interval,
-    and no difference with it); a metric no policy of a cell has is not listed."""
-    cells = _cells(results)
-    out_cells: dict[str, Any] = {}
-    for name, cell in cells.items():
-        try:
-            seeds, per = _seeds(name, cell)
-            row: dict[str, Any] = {"seeds": seeds}
-            for metric in METRICS:
-                if not any(metric in p for p in per):
-                    continue
-                values = [
-                    _figure(p.get(metric), f"results.cells.{name}.per_policy[{i}].{metric}", metric)
-                    for i, p in enumerate(per)
-                ]
-                missing = [s for s, v in zip(seeds, values, strict=True) if v is None]
-                if missing:
-                    row[metric] = {"per_seed": values, "missing_seeds": missing}
-                    continue
-                known = [v for v in values if v is not None]
-                summary = t_interval(known) if len(known) > 1 else {}
-                if summary and metric.endswith("_rate"):  # a rate's interval stays within [0, 1]
-                    summary["ci95"] = [max(0.0, summary["ci95"][0]), min(1.0, summary["ci95"][1])]
-                row[metric] = {"per_seed": known, **summary}
-        except UserError:
+    ``compare``: pairs of cells (of ``cells``); each gives A − B per metric that both cells have
+    for every seed. A cell without policies is left out of the summary (``strict``: an error).
+    ``strict``: a pair with fewer than 2 seeds on a side, or (``paired``) a pair whose seeds differ
+    is an error; otherwise it is left out (how reports use it). A metric that some policies of a
+    cell have and others lack, or have as null or NaN, is kept with ``None`` for those seeds and
+    their list in ``missing_seeds`` (no interval, and no difference with it); a metric no policy of
+    a cell has is not listed."""
+    labels = cell_labels(cells)
+    rows: dict[int, SeedCell] = {}
+    for i, (label, cell) in enumerate(zip(labels, cells, strict=True)):
+        if not cell.policies:
             if strict:
-                raise
+                raise UserError(f"cell '{label}' has no per-policy figures (one entry per trained policy)")
             continue
-        out_cells[name] = row
+        rows[i] = _seed_cell(label, cell)
     comparisons = []
-    for a, b in compare:
-        missing_cells = [name for name in (a, b) if name not in cells]
-        if missing_cells and strict:
-            raise UserError(f"--compare: no cell '{missing_cells[0]}'; expected one of {', '.join(cells)}")
-        problem = _unusable(a, b, out_cells, paired)
+    for ca, cb in compare:
+        ia, ib = (_index(cells, c) for c in (ca, cb))
+        missing = [labels[i] for i in (ia, ib) if i not in rows]
+        problem = (
+            f"cell '{missing[0]}' has no per-policy figures (one entry per trained policy)"
+            if missing
+            else _unusable(rows[ia], rows[ib], paired)
+        )
         if problem is not None:
             if strict:
                 raise UserError(problem)
             continue
-        sa, sb = out_cells[a]["seeds"], out_cells[b]["seeds"]
-        entry: dict[str, Any] = {"a": a, "b": b, "paired": paired}
+        a, b = rows[ia], rows[ib]
+        differences = {}
         for metric in METRICS:
-            if not all(
-                metric in out_cells[c] and "missing_seeds" not in out_cells[c][metric] for c in (a, b)
-            ):
+            fa, fb = a.figures.get(metric), b.figures.get(metric)
+            if fa is None or fb is None or fa.missing_seeds or fb.missing_seeds:
                 continue
-            va, vb = out_cells[a][metric]["per_seed"], out_cells[b][metric]["per_seed"]
+            va = [float(v) for v in fa.per_seed if v is not None]
+            vb = [float(v) for v in fb.per_seed if v is not None]
             if paired:
-                if sa != sb:  # same seeds in another order: match them
-                    order = {s: i for i, s in enumerate(sb)}
-                    vb = [vb[order[s]] for s in sa]
-                entry[metric] = paired_difference(va, vb)
+                if a.seeds != b.seeds:  # same seeds in another order: match them
+                    order = {s: j for j, s in enumerate(b.seeds)}
+                    vb = [vb[order[s]] for s in a.seeds]
+                differences[metric] = paired_difference(va, vb)
             else:
-                entry[metric] = welch_difference(va, vb)
-        comparisons.append(entry)
-    return {"cells": out_cells, "comparisons": comparisons}
+                differences[metric] = welch_difference(va, vb)
+        comparisons.append(SeedComparison(a.label, b.label, paired, differences))
+    return SeedLevel(tuple(rows.values()), tuple(comparisons))
 
 
-def missing_figures(summary: Mapping[str, Any]) -> list[tuple[str, str, list[Any]]]:
+def _index(cells: Sequence[Cell], cell: Cell) -> int:
+    for i, c in enumerate(cells):
+        if c is cell or c == cell:
+            return i
+    raise ValueError(f"compared cell of kind {cell.kind!r} on {cell.eval_tier!r} is not among the cells")
+
+
+def missing_figures(summary: SeedLevel) -> list[tuple[str, str, tuple[int, ...]]]:
     """(cell, metric, seeds) of every figure :func:`seed_level` found null, NaN or absent."""
     return [
-        (name, metric, row[metric]["missing_seeds"])
-        for name, row in summary["cells"].items()
+        (c.label, metric, c.figures[metric].missing_seeds)
+        for c in summary.cells
         for metric in METRICS
-        if metric in row and "missing_seeds" in row[metric]
+        if metric in c.figures and c.figures[metric].missing_seeds
     ]
 
 
-def _unusable(a: str, b: str, cells: Mapping[str, Any], paired: bool) -> str | None:
-    """Why cells ``a`` and ``b`` cannot be compared at the seed level, or ``None``."""
-    for name in (a, b):
-        if name not in cells:
-            return f"cell '{name}' has no per_policy figures (one entry per trained policy)"
-        if len(cells[name]["seeds"]) < 2:
-            n = len(cells[name]["seeds"])
-            return f"cell '{name}' has {n} policy; a seed-level difference needs 2 or more per side"
-    sa, sb = cells[a]["seeds"], cells[b]["seeds"]
-    if paired and sa != sb and (sorted(sa) != sorted(sb) or len(set(sa)) < len(sa)):
-        return f"--paired: cells '{a}' and '{b}' have different training seeds ({sa} vs {sb})"
-    return None
+# ------------------------------------------------------------------------------------- markdown
 
 
 def _cell(name: str) -> str:
@@ -237,33 +361,33 @@ def _digits(metric: str) -> int:
     return 2 if metric == "mean_peak_drac_mps2" else 3
 
 
-def _no_interval(entry: Mapping[str, Any]) -> str:
+def _no_interval(entry: SeedFigure) -> str:
     """Why a cell's metric has no interval: figures missing for some seeds, or one seed."""
-    if "missing_seeds" in entry:
-        seeds = ", ".join(str(s) for s in entry["missing_seeds"])
-        return f"n/a (no figure for seed {seeds})"
+    if entry.missing_seeds:
+        return f"n/a (no figure for seed {', '.join(str(s) for s in entry.missing_seeds)})"
     return "n/a (1 seed)"
 
 
-def cells_markdown(summary: Mapping[str, Any], metrics: Sequence[str] = METRICS) -> str:
+def _fmt_diff(d: SeedDifference, digits: int) -> str:
+    v, (lo, hi) = d.diff, d.ci95
+    return "n/a" if not math.isfinite(v) else f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def cells_markdown(summary: SeedLevel, metrics: Sequence[str] = METRICS) -> str:
     """One table per metric: each cell's per-seed figures and their mean [95 % CI]."""
     parts = []
     for metric in metrics:
-        rows = [
-            [
-                _cell(name),
-                " / ".join(
-                    "n/a" if v is None else f"{v:.{_digits(metric)}f}" for v in row[metric]["per_seed"]
-                ),
-                fmt_ci(
-                    {"mean": row[metric]["mean"], "mean_ci95": row[metric]["ci95"]}, "mean", _digits(metric)
-                )
-                if "mean" in row[metric]
-                else _no_interval(row[metric]),
-            ]
-            for name, row in summary["cells"].items()
-            if metric in row
-        ]
+        digits = _digits(metric)
+        rows = []
+        for c in summary.cells:
+            f = c.figures.get(metric)
+            if f is None:
+                continue
+            per = " / ".join("n/a" if v is None else f"{v:.{digits}f}" for v in f.per_seed)
+            s = f.summary
+            rows.append(
+                [_cell(c.label), per, _no_interval(f) if s is None else fmt_interval(s.mean, s.ci95, digits)]
+            )
         if rows:
             parts.append(
                 f"### {METRIC_LABELS[metric]}\n\n"
@@ -272,13 +396,13 @@ def cells_markdown(summary: Mapping[str, Any], metrics: Sequence[str] = METRICS)
     return "\n".join(parts)
 
 
-def differences_markdown(summary: Mapping[str, Any]) -> str:
+def differences_markdown(summary: SeedLevel) -> str:
     """The compared pairs, A − B per metric with its seed-level 95 % interval."""
     header = ["A − B", "test", *(METRIC_LABELS[m] for m in METRICS)]
     rows = []
-    for c in summary["comparisons"]:
-        cols = [fmt_diff(c[m], _digits(m)) if m in c else "n/a" for m in METRICS]
-        rows.append([f"{_cell(c['a'])} − {_cell(c['b'])}", "paired t" if c["paired"] else "Welch", *cols])
+    for c in summary.comparisons:
+        cols = [_fmt_diff(c.differences[m], _digits(m)) if m in c.differences else "n/a" for m in METRICS]
+        rows.append([f"{_cell(c.a)} − {_cell(c.b)}", "paired t" if c.paired else "Welch", *cols])
     return markdown_table(header, rows) if rows else ""
 
 
@@ -289,31 +413,37 @@ EXPLAINED = (
 )
 
 
-def to_markdown(summary: Mapping[str, Any], source: Path) -> str:
+def to_markdown(summary: SeedLevel, source: Path) -> str:
     """The seed-level tables of :func:`seed_level` as a markdown document."""
     lines = ["# Seed-level statistics", "", f"From `{source}`. {EXPLAINED}", ""]
-    if summary["comparisons"]:
+    if summary.comparisons:
         lines += ["## Differences", "", differences_markdown(summary)]
     lines += ["## Per cell", "", cells_markdown(summary)]
     return "\n".join(lines)
 
 
+def pairs_by_label(cells: Sequence[Cell], compare: Sequence[tuple[str, str]]) -> list[tuple[Cell, Cell]]:
+    """The cells named by each ``(A, B)`` of labels (``--compare A B``); ``UserError`` naming an
+    unknown label and listing the known ones."""
+    named = dict(zip(cell_labels(cells), cells, strict=True))
+    pairs = []
+    for a, b in compare:
+        for name in (a, b):
+            if name not in named:
+                raise UserError(f"--compare: no cell '{name}'; expected one of {', '.join(named)}")
+        pairs.append((named[a], named[b]))
+    return pairs
+
+
 def write_seed_level(
     folder: Path, compare: Sequence[tuple[str, str]] = (), paired: bool = False
-) -> dict[str, Any]:
+) -> SeedLevel:
     """Read ``folder/results.json``, write ``seed_level.json`` and ``seed_level.md`` beside it."""
     path = folder / "results.json"
-    if not path.is_file():
-        raise UserError(f"{path}: not found (expected an experiment's report folder)")
+    experiment, cells = read_json_file(path, read_cells)
     try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        summary = seed_level(results, compare, paired)
-    except ResultsFieldError as exc:
+        summary = seed_level(cells, pairs_by_label(cells, compare), paired)
+    except UserError as exc:
         raise UserError(f"{path}: {exc}") from None
     gaps = missing_figures(summary)
     if gaps:
@@ -323,7 +453,8 @@ def write_seed_level(
             f"{path}: figures missing, null or not finite for cell '{cell}' {metric} (seeds "
             f"{', '.join(map(str, seeds))}){more}: shown as n/a, without an interval or a difference"
         )
-    summary = {"source": str(path), "experiment": results.get("experiment"), **summary}
-    write_json(folder / "seed_level.json", summary)
+    write_json(
+        folder / "seed_level.json", {"source": str(path), "experiment": experiment, **summary.to_json()}
+    )
     atomic_write_text(folder / "seed_level.md", to_markdown(summary, path))
     return summary

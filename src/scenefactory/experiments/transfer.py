@@ -2,8 +2,8 @@
 tier, each evaluated on both tiers on the same held-out scenes.
 
 A tier's policies are the given ``--checkpoint TIER=PATH`` (repeatable) or are trained here with
-the demo's settings, one per seed. Each (policy, engine) cell is evaluated by
-``drive.evaluate_checkpoint`` into ``out/<trained>_on_<engine>/metrics.json`` (one policy) or
+the demo's settings, one per seed. Each (policy, engine) cell is evaluated by ``eval drive``'s job
+(``jobs.drive.evaluate``) into ``out/<trained>_on_<engine>/metrics.json`` (one policy) or
 ``out/<trained>_on_<engine>/policy_<i>/metrics.json`` (several); a cell pools its policies'
 agent-episodes (the rates are exact pooled counts). Besides the report folder, ``transfer.md``,
 ``transfer.json`` and ``transfer.png`` are written as before.
@@ -12,19 +12,19 @@ agent-episodes (the rates are exact pooled counts). Besides the report folder, `
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from scenefactory.experiments.base import (
-    Experiment,
-    ExperimentArgs,
-    Sizes,
-    policies,
-    train_spec,
-    training_seeds,
-)
-from scenefactory.experiments.report import markdown_table, write_report
+from scenefactory.engines.spec import EngineSpec
+from scenefactory.evaluation.transfer import plot_transfer, transfer_table
+from scenefactory.experiments.base import ExperimentArgs, Sizes, policies, train_spec, training_seeds
+from scenefactory.experiments.registry import Experiment
+from scenefactory.experiments.report import ResultsFile, write_report
+from scenefactory.experiments.results import Cell, PolicyFigures, Reader, find_cell
+from scenefactory.experiments.tables import markdown_table
 from scenefactory.io import atomic_write_text, write_json
+from scenefactory.jobs.drive import EvalArgs, evaluate
 from scenefactory.stats import wilson_interval
 
 NAME = "transfer"
@@ -34,6 +34,41 @@ FULL = Sizes(seeds=3, train_worlds=128, train_agents=8, iterations=200, train_sc
 QUICK = Sizes(
     seeds=1, train_worlds=16, train_agents=4, iterations=15, train_scenes=24, episodes=12, eval_worlds=12
 )
+
+
+@dataclass(frozen=True)
+class TransferResults:
+    """The 2×2 table: one cell per (training tier, evaluation tier), each pooling the tier's
+    policies (kind = the training tier)."""
+
+    cells: tuple[Cell, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data: ``{"cells": [cell, ...]}``."""
+        return {"cells": [c.to_json() for c in self.cells]}
+
+    @classmethod
+    def from_json(cls, r: Reader) -> TransferResults:
+        """Inverse of :meth:`to_json`."""
+        return cls(r.objects("cells", Cell.from_json))
+
+    def matrix(self) -> dict[str, Any]:
+        """The cells as ``evaluation.transfer`` tables and plots them (``transfer.json``): the
+        tiers in order and each cell under ``<trained>-><evaluated>``."""
+        return {
+            "cells": {
+                f"{c.kind}->{c.eval_tier}": {
+                    "trained_on": c.kind,
+                    "evaluated_on": c.eval_tier,
+                    "checkpoints": c.checkpoints,
+                    **c.metrics,
+                    "per_policy": [p.to_json() for p in c.policies],
+                }
+                for c in self.cells
+            },
+            "trained_on": list(dict.fromkeys(c.kind for c in self.cells)),
+            "evaluated_on": list(dict.fromkeys(c.eval_tier for c in self.cells)),
+        }
 
 
 def _pool(metrics: list[dict[str, Any]]) -> dict[str, Any]:
@@ -47,42 +82,53 @@ def _pool(metrics: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run(args: ExperimentArgs) -> dict[str, Any]:
-    """Run the experiment; writes the report folder and returns ``results.json``'s document."""
-    from scenefactory.evaluation.transfer import plot_transfer, transfer_table
-    from scenefactory.jobs.drive import evaluate_checkpoint
+def _figures(m: dict[str, Any]) -> PolicyFigures:
+    """One policy's figures from what ``jobs.drive.evaluate`` returned (its checkpoint records no
+    training seed there: the seed-level tables number the policies in order)."""
+    return PolicyFigures(
+        checkpoint=str(m["checkpoint"]),
+        trained_on=m.get("trained_on"),
+        trained_seed=None,
+        trained_iterations=m.get("trained_iterations"),
+        wall_s=m.get("wall_s"),
+        metrics={k: m[k] for k in ("episodes", *CELL_KEYS)},
+    )
 
+
+def run(args: ExperimentArgs) -> ResultsFile[TransferResults]:
+    """Run the experiment; writes the report folder and returns its results file."""
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)
     given = args.checkpoints_by_kind(TIERS)
-    ckpts = {t: policies(t, given[t], partial(train_spec, t, sizes), args, sizes) for t in TIERS}
-    cells: dict[str, dict[str, Any]] = {}
+    ckpts = {t: policies(t, given[t], partial(train_spec, EngineSpec(t), sizes), args, sizes) for t in TIERS}
+    cells = []
     for trained in TIERS:
         for engine in TIERS:
             cell_dir = args.out / f"{trained}_on_{engine}"
             per = []
             for i, ckpt in enumerate(ckpts[trained]):
                 out = cell_dir if len(ckpts[trained]) == 1 else cell_dir / f"policy_{i}"
-                per.append(
-                    evaluate_checkpoint(ckpt, engine, sizes.episodes, args.seed, out, sizes.eval_worlds)
+                job = EvalArgs(
+                    checkpoint=ckpt,
+                    out=out,
+                    engine=EngineSpec(engine),
+                    episodes=sizes.episodes,
+                    seed=args.seed,
+                    worlds=sizes.eval_worlds,
                 )
-            cells[f"{trained}->{engine}"] = {
-                "trained_on": trained,
-                "evaluated_on": engine,
-                "checkpoints": [str(p) for p in ckpts[trained]],
-                **_pool(per),
-                "per_policy": [{k: m[k] for k in ("checkpoint", "episodes", *CELL_KEYS)} for m in per],
-            }
-    matrix = {"cells": cells, "trained_on": list(TIERS), "evaluated_on": list(TIERS)}
+                per.append(evaluate(job))
+            cells.append(Cell(trained, engine, "", _pool(per), tuple(_figures(m) for m in per)))
+    results = TransferResults(tuple(cells))
+    matrix = results.matrix()
     write_json(args.out / "transfer.json", matrix)
     atomic_write_text(args.out / "transfer.md", transfer_table(matrix))
     plot = plot_transfer(matrix, args.out / "transfer.png")
     per_rows = [
-        [c["trained_on"], c["evaluated_on"], f"`{p['checkpoint']}`"]
-        + [f"{p[k]:.3f}" for k in CELL_KEYS]
-        + [str(p["episodes"])]
-        for c in cells.values()
-        for p in c["per_policy"]
+        [c.kind, c.eval_tier, f"`{p.checkpoint}`"]
+        + [f"{p.metrics[k]:.3f}" for k in CELL_KEYS]
+        + [str(p.metrics["episodes"])]
+        for c in cells
+        for p in c.policies
     ]
     sections = [
         "## Pooled over each tier's policies\n\n" + transfer_table(matrix),
@@ -106,11 +152,17 @@ SceneFactory reports 99.5 % success for physics → kinematic and 47.3 % for kin
         sizes,
         {t: training_seeds(given[t], args, sizes) for t in TIERS},
         {"tiers": list(TIERS), "checkpoints": {t: [str(p) for p in v] for t, v in ckpts.items()}},
-        matrix,
+        results,
         [plot],
         time.perf_counter() - t0,
-        seed_compare=[("mujoco->kinematic", "kinematic->mujoco")],
+        seed_compare=[(find_cell(cells, "mujoco", "kinematic"), find_cell(cells, "kinematic", "mujoco"))],
     )
 
 
-EXPERIMENT = Experiment(NAME, "2x2 table: train kinematic/mujoco x evaluate kinematic/mujoco", TIERS, run)
+EXPERIMENT = Experiment(
+    NAME,
+    "2x2 table: train kinematic/mujoco x evaluate kinematic/mujoco",
+    TIERS,
+    run,
+    TransferResults.from_json,
+)

@@ -22,14 +22,15 @@ difference aware − unaware with its interval. Given checkpoints (``--checkpoin
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.experiments.base import (
-    Experiment,
     ExperimentArgs,
     Sizes,
     evaluate_pooled,
@@ -37,17 +38,18 @@ from scenefactory.experiments.base import (
     on_road,
     policies,
     rate_difference,
+    train_spec,
     training_seeds,
 )
-from scenefactory.experiments.report import (
-    delta_label,
-    fmt_diff,
-    markdown_table,
-    metrics_table,
-    plot_grouped_panels,
-    write_report,
-)
+from scenefactory.experiments.registry import Experiment
+from scenefactory.experiments.report import ResultsFile, plot_grouped_panels, write_report
+from scenefactory.experiments.results import Cell, Contrast, Reader, find_cell, find_contrast
+from scenefactory.experiments.tables import delta_label, fmt_diff, markdown_table, metrics_table
+from scenefactory.rl.driving import load_policy
+from scenefactory.rl.driving_spec import TrainSpec
 from scenefactory.scenes.friction import PRESETS, RoadCondition
+from scenefactory.scenes.library import GENERATOR_KINDS, scene_seed
+from scenefactory.scenes.routes import AgentSamplingConfig, make_procedural_scene
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig, ObservationConfig, task_config_to_dict
 
@@ -75,22 +77,30 @@ def training_task(kind: str, sizes: Sizes) -> DrivingTaskConfig:
     )
 
 
-def _spec(kind: str, sizes: Sizes, seed: int) -> Any:
-    from scenefactory.rl.ppo import PPOConfig, TrainSpec
+@dataclass(frozen=True)
+class WetRoadResults:
+    """One cell per policy kind (``aware``, ``unaware``) and road (condition = the road preset's
+    name; its surface, film and μ are in the report's config), all on ``ENGINE``, and per road the
+    differences aware − unaware per metric."""
 
-    return TrainSpec(
-        task=training_task(kind, sizes),
-        ppo=PPOConfig(),
-        engine=ENGINE,
-        iterations=sizes.iterations,
-        seed=seed,
-        num_train_scenes=sizes.train_scenes,
-    )
+    cells: tuple[Cell, ...]
+    aware_minus_unaware: tuple[Contrast, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        return {
+            "cells": [c.to_json() for c in self.cells],
+            "aware_minus_unaware": [d.to_json() for d in self.aware_minus_unaware],
+        }
+
+    @classmethod
+    def from_json(cls, r: Reader) -> WetRoadResults:
+        """Inverse of :meth:`to_json`."""
+        return cls(r.objects("cells", Cell.from_json), r.objects("aware_minus_unaware", Contrast.from_json))
 
 
-def _check_awareness(kind: str, paths: list[Any]) -> None:
-    from scenefactory.rl.ppo import load_policy
-
+def _check_awareness(kind: str, paths: Sequence[Path]) -> None:
+    """``UserError`` unless every policy in ``paths`` observes road friction as ``kind`` says."""
     for p in paths:
         aware = load_policy(p).task_cfg.observations.friction_aware
         if aware != (kind == "aware"):
@@ -102,9 +112,6 @@ def _check_awareness(kind: str, paths: list[Any]) -> None:
 
 def eval_scenes(num: int, agents: int, seed: int) -> list[Scene]:
     """Held-out procedural scenes (eval seed range) with spawn speeds in :data:`EVAL_SPAWN_SPEED_MPS`."""
-    from scenefactory.scenes.library import GENERATOR_KINDS, scene_seed
-    from scenefactory.scenes.routes import AgentSamplingConfig, make_procedural_scene
-
     cfg = AgentSamplingConfig(speed_range_mps=EVAL_SPAWN_SPEED_MPS)
     kinds = GENERATOR_KINDS
     return [
@@ -113,8 +120,13 @@ def eval_scenes(num: int, agents: int, seed: int) -> list[Scene]:
     ]
 
 
-def run(args: ExperimentArgs) -> dict[str, Any]:
-    """Run the experiment; writes the report folder and returns ``results.json``'s document."""
+def _spec(kind: str, sizes: Sizes, seed: int) -> TrainSpec:
+    """The training spec of a policy of ``kind`` on ``ENGINE``."""
+    return train_spec(EngineSpec(ENGINE), sizes, seed, training_task(kind, sizes))
+
+
+def run(args: ExperimentArgs) -> ResultsFile[WetRoadResults]:
+    """Run the experiment; writes the report folder and returns its results file."""
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)
     given = args.checkpoints_by_kind(KINDS)
@@ -134,8 +146,9 @@ def run(args: ExperimentArgs) -> dict[str, Any]:
     def no_randomization(task: DrivingTaskConfig) -> DrivingTaskConfig:
         return replace(task, water_film_randomization_mm=None, friction_change=None)
 
-    cells: dict[str, dict[str, Any]] = {}
-    diffs: dict[str, dict[str, Any]] = {}
+    engine = EngineSpec(ENGINE)
+    cells: list[Cell] = []
+    diffs: list[Contrast] = []
     for road_name in ROADS:
         road = PRESETS[road_name]
         pooled = {}
@@ -143,41 +156,44 @@ def run(args: ExperimentArgs) -> dict[str, Any]:
             pooled[kind] = evaluate_pooled(
                 ckpts[kind],
                 scenes_on(road),
-                ENGINE,
+                engine,
                 args.seed,
                 sizes.eval_worlds,
                 no_randomization,
                 f"{kind}, {road_name}",
             )
-            cells[f"{kind}|{road_name}"] = {
-                "policy": kind,
-                "road": road_name,
-                "mu": road.mu,
-                "water_film_mm": road.water_film_mm,
-                **pooled[kind].metrics,
-                "per_policy": pooled[kind].per_policy,
-            }
+            cells.append(pooled[kind].cell(kind, ENGINE, road_name))
         a, u = pooled["aware"], pooled["unaware"]
-        diffs[road_name] = {
-            **{k: rate_difference(a.metrics, u.metrics, k) for k in KEYS if k.endswith("_rate")},
-            "mean_peak_drac_mps2": mean_difference(a.records.peak_drac_mps2, u.records.peak_drac_mps2),
-        }
+        differences = {k: rate_difference(a.metrics, u.metrics, k) for k in KEYS if k.endswith("_rate")}
+        differences["mean_peak_drac_mps2"] = mean_difference(
+            a.records.peak_drac_mps2, u.records.peak_drac_mps2
+        )
+        diffs.append(Contrast(road_name, differences))
 
     def road_label(name: str) -> str:
         r = PRESETS[name]
         return f"{name.replace('_', ' ')} ({r.water_film_mm:g} mm, μ {r.mu:.3f})"
 
-    rows = [([c["policy"], road_label(c["road"])], c) for c in cells.values()]
+    rows = [([c.kind, road_label(c.condition)], c.metrics) for c in cells]
     table = metrics_table(["policy", "road"], rows, KEYS)
     diff_rows = [
-        [road_label(r), *(fmt_diff(diffs[r][k], 2 if k.endswith("_mps2") else 3) for k in KEYS)]
+        [
+            road_label(r),
+            *(
+                fmt_diff(find_contrast(diffs, r).differences[k], 2 if k.endswith("_mps2") else 3)
+                for k in KEYS
+            ),
+        ]
         for r in ROADS
     ]
     diff_table = markdown_table(["road", *(delta_label(k) for k in KEYS)], diff_rows)
     plot = plot_grouped_panels(
         args.out / "wet_road.png",
         [road_label(r).split(" (")[0] for r in ROADS],
-        {kind: {road_label(r).split(" (")[0]: cells[f"{kind}|{r}"] for r in ROADS} for kind in KINDS},
+        {
+            kind: {road_label(r).split(" (")[0]: find_cell(cells, kind, condition=r).metrics for r in ROADS}
+            for kind in KINDS
+        },
         ("mean_peak_drac_mps2", "high_drac_rate", "goal_reach_rate", "collision_rate"),
         f"{NAME}: friction-aware vs -unaware policies on {ENGINE}",
     )
@@ -221,13 +237,19 @@ three-circle cars, closing speed² / (2·max(gap, 1 m)), only pairs on a collisi
                 k: task_config_to_dict(training_task(k, sizes)) for k in KINDS
             },
         },
-        {"cells": cells, "aware_minus_unaware": diffs},
+        WetRoadResults(tuple(cells), tuple(diffs)),
         [plot],
         time.perf_counter() - t0,
-        seed_compare=[(f"aware|{r}", f"unaware|{r}") for r in ROADS],
+        seed_compare=[
+            (find_cell(cells, "aware", condition=r), find_cell(cells, "unaware", condition=r)) for r in ROADS
+        ],
     )
 
 
 EXPERIMENT = Experiment(
-    NAME, "friction-aware vs -unaware policies on wet roads (mujoco): DRAC, goal reach", KINDS, run
+    NAME,
+    "friction-aware vs -unaware policies on wet roads (mujoco): DRAC, goal reach",
+    KINDS,
+    run,
+    WetRoadResults.from_json,
 )
