@@ -5,14 +5,14 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 DEMO_OUT ?= runs/demo
 
-.PHONY: venv demo test lint typecheck unit bench clean proto
+.PHONY: venv demo test test-fast lint typecheck unit bench clean proto
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tested-versions.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test]" -c tested-versions.txt
 	touch $(STAMP)
 
 demo: venv
@@ -30,6 +30,10 @@ unit: venv
 	$(VENV)/bin/pytest
 
 test: lint typecheck unit
+
+# The quick loop: every test but the end-to-end ones marked slow (`make test` runs those too).
+test-fast: venv
+	$(VENV)/bin/pytest -m "not slow"
 
 bench: venv
 	$(PY) benchmarks/drive_throughput.py --engine kinematic

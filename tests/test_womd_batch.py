@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from scenefactory.cli import main
 from scenefactory.scenes.womd.scenario_pb2 import MapPoint, RoadLine, Scenario
 from scenefactory.scenes.womd.tfrecord import write_records
@@ -91,6 +93,7 @@ def test_convert_to_mjcf_and_usd_that_load_and_carry_friction(tmp_path: Path) ->
     assert UsdShade.Material(mats[0]) is not None
 
 
+@pytest.mark.slow
 def test_convert_on_a_local_ray_instance(tmp_path: Path) -> None:
     """--ray ADDRESS runs the same conversion as Ray tasks (a local instance stands in for a cluster)."""
     import ray
