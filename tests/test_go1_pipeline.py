@@ -220,8 +220,9 @@ def test_cli_eval_export_deploy_and_errors(
     assert small.stat().st_size < 600_000
     assert load_go1_policy(small).meta["iteration"] == 2
     args = ["deploy", "go1", "--policy", str(tmp_path / "exp"), "--episodes", "1", "--seconds", "0.4"]
-    assert main([*args, "--decompose", "--delay-sweep", "--out", str(tmp_path / "dep")]) == 0
+    code = main([*args, "--decompose", "--delay-sweep", "--out", str(tmp_path / "dep")])
     report = json.loads((tmp_path / "dep" / "sim2sim.json").read_text())
+    assert code == (0 if report["summary"]["passed"] else 1)  # a failed check is a failed command
     assert len(report["comparison"]) == 9 and "passed" in report["summary"]
     dec = report["decomposition"]
     assert len(dec) == 6 and all(len(rows) == 9 for rows in dec.values())
@@ -280,23 +281,66 @@ def test_shipped_policy_is_small_and_loads() -> None:
     assert policy.act(obs).shape == (2, 12)
 
 
-def test_sim2sim_verdict_ratio_or_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sim2sim_verdict_is_one_and_a_half_times_or_a_tenth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decided rule: no falls and error <= max(1.5 x training-sim error, 0.10)."""
     from scenefactory.go1.deploy import check
 
     # (training-sim error, sim-to-sim error, sim-to-sim falls) per command
-    rows = [(0.04, 0.05, 0), (0.04, 0.07, 0), (0.001, 0.004, 0), (0.04, 0.05, 1)]
-    cmd = {"vx_mps": 1.0, "vy_mps": 0.0, "yaw_radps": 0.0}
+    rows = [
+        (0.04, 0.05, 0),  # under the 0.10 floor: passes
+        (0.08, 0.11, 0),  # 1.375x, over the floor but within 1.5x (0.12): passes
+        (0.10, 0.16, 0),  # 1.6x and over the floor: fails
+        (0.02, 0.09, 0),  # 4.5x of a small error, still under 0.10: passes
+        (0.02, 0.11, 0),  # over 0.10 and over 1.5x: fails
+        (0.04, 0.05, 1),  # within everything but a fall: fails
+    ]
+    fwd = {"vx_mps": 1.0, "vy_mps": 0.0, "yaw_radps": 0.0}
+    turn = {"vx_mps": 0.0, "vy_mps": 0.0, "yaw_radps": 1.8}
 
-    def fake_track(runner: object, cfg: object, *args: object) -> list[dict[str, object]]:
+    def fake_track(
+        runner: object, cfg: object, commands: list[tuple[float, float, float]], *args: object
+    ) -> list:
         i = 0 if cfg is check.TRAINING_SIM else 1
-        return [{"command": cmd, "lin_vel_error_mps": r[i], "falls": r[2] * i} for r in rows]
+        out = []
+        for (vx, vy, yaw), r in zip(commands, rows, strict=True):
+            c = {"vx_mps": vx, "vy_mps": vy, "yaw_radps": yaw}
+            # the other metric is large, so a verdict read from the wrong one would differ
+            out.append(
+                {"command": c, "lin_vel_error_mps": r[i], "yaw_rate_error_radps": r[i], "falls": r[2] * i}
+            )
+            out[-1]["yaw_rate_error_radps" if vx == 0 else "lin_vel_error_mps"] = r[i]
+            out[-1]["lin_vel_error_mps" if vx == 0 else "yaw_rate_error_radps"] = 9.0
+        return out
 
     monkeypatch.setattr(check, "track", fake_track)
     monkeypatch.setattr(check, "require_simulable", lambda runner, robots: None)  # no runner here
-    res = check.sim2sim(None, commands=[(1.0, 0.0, 0.0)] * 4)  # type: ignore[arg-type]
-    # within 1.5x; 1.75x and 0.03 above; 4x of almost nothing (0.003 above); within 1.5x but a fall
-    assert [c["passed"] for c in res["comparison"]] == [True, False, True, False]
-    assert not res["summary"]["passed"] and res["summary"]["failed_commands"] == [cmd, cmd]
+    for cmd in (fwd, turn):
+        commands = [(cmd["vx_mps"], cmd["vy_mps"], cmd["yaw_radps"])] * len(rows)
+        res = check.sim2sim(None, commands=commands)  # type: ignore[arg-type]
+        assert [c["passed"] for c in res["comparison"]] == [True, True, False, True, False, False]
+        assert [c["allowed"] for c in res["comparison"]] == pytest.approx(
+            [0.10, 0.12, 0.15, 0.10, 0.10, 0.10]
+        )
+        assert not res["summary"]["passed"] and res["summary"]["failed_commands"] == [cmd] * 3
+
+
+def test_deploy_exits_non_zero_when_the_check_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cmd = {"vx_mps": 2.0, "vy_mps": 0.0, "yaw_radps": 0.0}
+    verdicts = iter([False, True])
+
+    def fake_deploy(args: object) -> dict[str, object]:
+        passed = next(verdicts)
+        return {"summary": {"passed": passed, "failed_commands": [] if passed else [cmd], "max_ratio": 2.0}}
+
+    monkeypatch.setattr(go1_jobs, "deploy", fake_deploy)
+    policy = tmp_path / "exp"
+    policy.mkdir()
+    argv = ["deploy", "go1", "--policy", str(policy), "--out", str(tmp_path / "d")]
+    assert main(argv) == 1
+    assert "sim-to-sim check FAILED at commands (2.0, 0.0, 0.0)" in capsys.readouterr().err
+    assert main(argv) == 0
 
 
 def test_single_changes_apply_one_difference_of_the_target_each() -> None:

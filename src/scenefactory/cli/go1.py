@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -260,6 +261,10 @@ def evaluate(args: argparse.Namespace) -> int:
         )
     )
     print(json.dumps(result["summary"]))
+    if not result["summary"]["passed"]:
+        failed = ", ".join(str(tuple(c.values())) for c in result["summary"]["failed_commands"])
+        print(f"sim-to-sim check FAILED at commands {failed} (see {args.out / 'report.md'})", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -296,7 +301,8 @@ def export(args: argparse.Namespace) -> int:
 
 
 def deploy(args: argparse.Namespace) -> int:
-    """``deploy go1``: prints the summary (``sim2sim.json`` has the comparison)."""
+    """``deploy go1``: prints the summary (``sim2sim.json`` has the comparison); exits 1 when the
+    sim-to-sim check fails, so a script or CI step that runs it stops there."""
     from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
 
     result = jobs.deploy(
@@ -311,6 +317,10 @@ def deploy(args: argparse.Namespace) -> int:
         )
     )
     print(json.dumps(result["summary"]))
+    if not result["summary"]["passed"]:
+        failed = ", ".join(str(tuple(c.values())) for c in result["summary"]["failed_commands"])
+        print(f"sim-to-sim check FAILED at commands {failed} (see {args.out / 'report.md'})", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,9 +3,12 @@ simulator's settings and on MuJoCo configured differently (``deploy.robot.SIM2SI
 
 Per command and robot: ``episodes`` runs of ``seconds`` from the home pose at a random heading,
 the command held; errors (‖v*_xy − v_xy‖ [m/s], |ω*_z − ω_z| [rad/s], true body velocities)
-averaged after ``settle_s``; a run that falls is a fall. The verdict per command: sim-to-sim error
-≤ 1.5 × the training simulator's (or at most :data:`FLOOR` above it: a ratio of two errors of a few
-mm/s, as when standing still, decides nothing), and no falls.
+averaged after ``settle_s``; a run that falls is a fall. The verdict per command (the project's
+decision, issue 20): no falls, and a sim-to-sim error of at most
+``max(TOLERANCE × the training simulator's error, FLOOR)`` — 1.5× or 0.10 m/s for linear commands,
+0.10 rad/s for pure turning, half the tracking tolerance. A ratio alone is the wrong test against a
+near-zero baseline: at 0.02–0.05 rad/s training-simulator error, 1.5× asks for less than
+0.08 rad/s, and a 10 ms delay doubles the yaw-rate ripple even for a policy that reads the delay.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ DEPLOY_COMMANDS: tuple[tuple[float, float, float], ...] = (
 )
 TOLERANCE = 1.5
 """Allowed ratio of sim-to-sim to training-simulator tracking error."""
-FLOOR = 0.005
-"""An error increase this small [m/s or rad/s] passes whatever the ratio (measurement floor)."""
+FLOOR = 0.10
+"""A sim-to-sim error up to this [m/s for linear, rad/s for turning commands] passes whatever the
+ratio: half the tracking tolerance (0.2 m/s, 0.2 rad/s)."""
 SWEEP_DELAYS_MS: tuple[float, ...] = (5.0, 10.0, 15.0, 20.0)
 """Actuator delays of :func:`delay_sweep` (the default recipe trains with latencies from U(0, 20) ms)."""
 
@@ -152,7 +156,8 @@ def sim2sim(
 
 
 def compare(train_rows: list[dict[str, Any]], other_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per command: the primary error on both robots, ratio, increase, the other's falls, verdict."""
+    """Per command: the primary error on both robots, ratio, increase, the error allowed
+    (``max(TOLERANCE × training-sim error, FLOOR)``), the other's falls, verdict."""
     comparison = []
     for a, b in zip(train_rows, other_rows, strict=True):
         # the primary error of a command: linear for translation commands, yaw for pure turning
@@ -162,6 +167,7 @@ def compare(train_rows: list[dict[str, Any]], other_rows: list[dict[str, Any]]) 
             else "lin_vel_error_mps"
         )
         ratio = b[key] / a[key] if a[key] > 0 else math.nan
+        allowed = max(TOLERANCE * a[key], FLOOR)
         comparison.append(
             {
                 "command": a["command"],
@@ -171,7 +177,8 @@ def compare(train_rows: list[dict[str, Any]], other_rows: list[dict[str, Any]]) 
                 "ratio": ratio,
                 "sim2sim_falls": b["falls"],
                 "increase": b[key] - a[key],
-                "passed": bool(b["falls"] == 0 and (ratio <= TOLERANCE or b[key] - a[key] <= FLOOR)),
+                "allowed": allowed,
+                "passed": bool(b["falls"] == 0 and b[key] <= allowed),
             }
         )
     return comparison
