@@ -19,7 +19,7 @@ from scenefactory.io import atomic_write_text, write_json
 CELL_KEYS = ("goal_reach_rate", "collision_rate", "offroad_rate")
 
 Evaluate = Callable[[Path, str, Path], dict[str, Any]]
-"""(checkpoint, engine, out dir) → metrics dict (as ``drive.evaluate_checkpoint`` writes)."""
+"""(checkpoint, engine, out dir) → metrics dict (as ``jobs.drive.evaluate`` writes)."""
 
 
 def transfer_matrix(

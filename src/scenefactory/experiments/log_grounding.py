@@ -80,7 +80,7 @@ def grounding_correction(cfg: GroundConfig) -> Correction:
     """The correction of ``cfg.method``: :func:`~scenefactory.grounding.ground.ground` fits it on
     the training transitions (at most ``cfg.budget`` of them, ``None``: all but the fit's held-out
     episodes) into ``<transitions folder>/../groundings/<method>/``, and every engine it makes is a
-    :class:`~scenefactory.engines.grounded.GroundedEngine` running that artifact (CPU)."""
+    :func:`~scenefactory.engines.history.grounded_engine` running that artifact (CPU)."""
 
     def correct(data: Path, params: VehicleParams, dt: float) -> EngineMaker:
         t0 = time.perf_counter()

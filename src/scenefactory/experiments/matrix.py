@@ -84,7 +84,7 @@ from scenefactory.rl.driving_spec import TrainSpec
 NAME = "matrix"
 BASE, ORACLE = "kinematic", "mujoco"
 LEARNED = ("mlp", "gru", "transformer", "residual")
-"""The learned model families (``grounding.models.ModelKind``), one policy kind each."""
+"""The learned model families (``dynamics.models.ModelKind``), one policy kind each."""
 KINDS = (BASE, *LEARNED, ORACLE)
 ENGINES = (ORACLE, BASE)
 """The tiers every policy is evaluated on."""

@@ -1,8 +1,8 @@
 """What a reward or observation term may read: one step of the batched quadruped, as tensors.
 
 Frames: ``_b`` is the trunk (body) frame, x forward, y left, z up; ``_w`` the world frame.
-Shapes: ``N`` environments (one robot each), 12 joints in ``robots.go1.JOINT_NAMES`` order,
-4 feet in ``robots.go1.LEGS`` order.
+Shapes: ``N`` environments (one robot each), 12 joints in ``go1.robot.JOINT_NAMES`` order,
+4 feet in ``go1.robot.LEGS`` order.
 """
 
 from __future__ import annotations
