@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +76,9 @@ def spec_to_dict(spec: TrainSpec) -> dict[str, Any]:
     }
 
 
-FLAT_ENGINE_KEYS = ("physics_hz", "dynamics_model", "grounding", "action_lag_steps")
-"""The engine settings an older spec held beside its ``"engine": "<tier>"``."""
+FLAT_ENGINE_KEYS = tuple(f.name for f in fields(EngineSpec) if f.name != "tier")
+"""The engine settings an older spec held beside its ``"engine": "<tier>"`` (the spec's fields but
+the tier, as :meth:`EngineSpec.from_flat` reads them)."""
 
 
 def engine_of_saved_spec(path: str | os.PathLike[str], saved: Any) -> EngineSpec:
