@@ -44,7 +44,7 @@ from scenefactory.dynamics.models import DynamicsModelConfig, ModelKind
 from scenefactory.engines import make_engine
 from scenefactory.engines.base import Engine, VehicleState
 from scenefactory.engines.kinematic import KinematicEngine
-from scenefactory.engines.spec import EngineSpec
+from scenefactory.engines.spec import PHYSICS_TIERS, EngineSpec
 from scenefactory.grounding.engine_data import record_engine
 from scenefactory.grounding.fit import fit_dynamics
 from scenefactory.grounding.ground import GroundConfig, ground
@@ -65,6 +65,7 @@ TIERS = (
     "grounded-history",
     "kinematic+lag2",
     "mujoco+lag1",
+    "mujoco-warp",
 )
 
 
@@ -112,7 +113,7 @@ class Tier:
         """Backward speed [m/s] and travel [m] allowed after a hard stop: none for the abstract
         tiers; on the mujoco tier the sprung body rocks back on its suspension when the locked
         wheels stop it (measured: its centre of mass -0.05 m/s, 1.3 cm, wheels still)."""
-        return (0.1, 0.03) if self.spec.tier == "mujoco" else (0.0, 0.0)
+        return (0.1, 0.03) if self.spec.tier in PHYSICS_TIERS else (0.0, 0.0)
 
 
 @pytest.fixture(params=TIERS)

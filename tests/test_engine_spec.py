@@ -44,6 +44,10 @@ def test_each_file_belongs_to_its_tier(tmp_path: Path) -> None:
         EngineSpec(tier="mujoco", dynamics_model=tmp_path / "m.pt")
     with pytest.raises(UserError, match="--grounding applies to --engine grounded, not to --engine learned"):
         EngineSpec(tier="learned", dynamics_model=tmp_path / "m.pt", grounding=tmp_path)
+    with pytest.raises(
+        UserError, match="--dynamics-model applies to --engine learned, not to --engine mujoco-warp"
+    ):
+        EngineSpec(tier="mujoco-warp", dynamics_model=tmp_path / "m.pt")
     with pytest.raises(UserError, match="--grounding must be a path, got 3"):
         EngineSpec(tier="grounded", grounding=3)  # type: ignore[arg-type]
     spec = EngineSpec(tier="learned", dynamics_model=str(tmp_path / "m.pt"))  # type: ignore[arg-type]
@@ -56,6 +60,7 @@ def test_round_trip_as_data(tmp_path: Path) -> None:
         EngineSpec(tier="mujoco", physics_hz=240, action_lag_steps=2),
         EngineSpec(tier="learned", dynamics_model=tmp_path / "m.pt"),
         EngineSpec(tier="grounded", grounding=tmp_path / "g", action_lag_steps=1),
+        EngineSpec(tier="mujoco-warp", physics_hz=240, action_lag_steps=1),
     ]
     for spec in specs:
         d = spec.to_dict()

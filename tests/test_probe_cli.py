@@ -141,7 +141,9 @@ def test_train_reads_the_scenes_folder_then_says_what_it_builds(
     class StopError(Exception):
         pass
 
-    def trainer(spec: Any, scenes: list[Scene], out: Path, checkpoint: Any = None) -> None:
+    def trainer(
+        spec: Any, scenes: list[Scene], out: Path, checkpoint: Any = None, device: Any = "cpu"
+    ) -> None:
         seen.append(len(scenes))
         raise StopError
 

@@ -40,7 +40,7 @@ from scenefactory.cli.argtypes import (
     WORLDS,
     out_path,
 )
-from scenefactory.cli.engine import PHYSICS_HELP, add_engine_flags, engine_spec
+from scenefactory.cli.engine import PHYSICS_HELP, add_engine_flags, engine_device, engine_spec
 from scenefactory.engines.spec import DEFAULT_PHYSICS_HZ, EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS
@@ -213,6 +213,7 @@ def train(args: argparse.Namespace) -> int:
         drive.TrainArgs(
             out=args.out,
             engine=engine,
+            device=engine_device(args),
             worlds=args.worlds,
             agents=args.agents,
             iterations=args.iterations,
@@ -224,7 +225,8 @@ def train(args: argparse.Namespace) -> int:
             min_active_fraction=args.min_active_fraction,
         )
     )
-    print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
+    if trainer.ranks.main:  # torchrun: rank 0 reports
+        print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
     return 0
 
 
@@ -243,6 +245,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 scenes_dir=args.scenes,
                 out=args.out,
                 engine=engine,
+                device=engine_device(args),
                 episodes=args.episodes,
                 agents=args.agents,
                 scene_split=args.scene_split,
@@ -259,6 +262,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 checkpoint=args.checkpoint,
                 out=args.out,
                 engine=engine,
+                device=engine_device(args),
                 episodes=args.episodes,
                 seed=args.seed,
                 worlds=args.worlds,
@@ -286,6 +290,7 @@ def bench(args: argparse.Namespace) -> int:
         drive.BenchArgs(
             out=args.out,
             engine=engine,
+            device=engine_device(args),
             worlds=args.worlds,
             agents=args.agents,
             baseline=args.baseline,
@@ -316,6 +321,7 @@ def render(args: argparse.Namespace) -> int:
         drive.RenderArgs(
             out=args.out,
             engine=engine,
+            device=engine_device(args),
             checkpoint=None if args.policy == "expert" else args.checkpoint,
             seed=args.seed,
             panels=args.panels,

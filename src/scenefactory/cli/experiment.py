@@ -1,6 +1,7 @@
 """``experiment`` (reproduce a headline result) and ``seed-level`` (an experiment report's figures
 with the training seed as the unit): their flags, and the one mapping of ``experiment``'s onto
-:class:`~scenefactory.experiments.ExperimentArgs`.
+:class:`~scenefactory.experiments.ExperimentArgs` (``--ray ADDRESS``: the trainings and
+evaluations as tasks on a Ray cluster, :mod:`scenefactory.experiments.ray_backend`).
 
 The experiments package is imported when a command runs, not with this module: it loads the whole
 driving stack (rsl-rl, tensordict, matplotlib; 2 s and more), which ``scenefactory --help`` and a
@@ -76,6 +77,13 @@ def add_commands(sub: Any) -> None:
         type=_kind_path("KIND", "gru=runs/fit_gru/model.pt"),
         help="matrix: a fit-dynamics model.pt to use instead of fitting that family (repeatable)",
     )
+    x.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the trainings and evaluations as tasks on an existing Ray cluster (HOST:PORT, ray://HOST:PORT"
+        " or auto); --out must be on storage every node mounts at the same path",
+    )
     x.add_argument("--out", type=out_path, required=True)
 
     sl = sub.add_parser(
@@ -112,6 +120,7 @@ def experiment(args: argparse.Namespace) -> int:
         action_lag_steps=args.action_lag_steps,
         budget=args.budget,
         dynamics_models=tuple(args.dynamics_model),
+        ray=args.ray,
     )
     experiments.run_experiment(args.name, xargs)
     print(f"report: {args.out / 'report.md'}")

@@ -27,7 +27,8 @@ from scenefactory.bounds import (
     positive,
 )
 from scenefactory.cli.argtypes import AGENTS, SPLIT_HELP, WORLDS, out_path
-from scenefactory.cli.engine import add_engine_flags, engine_spec
+from scenefactory.cli.engine import add_engine_flags, engine_device, engine_spec
+from scenefactory.errors import UserError
 from scenefactory.scenes.library import SCENE_SPLITS
 
 
@@ -80,6 +81,11 @@ def collect_drive(args: argparse.Namespace) -> int:
     from scenefactory.jobs import data  # when the command runs: start-up time (module docstring)
 
     engine = engine_spec(args, data.POLICY_HZ, f"the {data.POLICY_HZ:g} Hz policy")
+    if engine_device(args) != "cpu":
+        raise UserError(
+            f"collect drive records its transitions on the CPU (numpy shards): --device {args.device} is "
+            "not supported here; use --device cpu (any --engine, mujoco-warp included)"
+        )
     check_scene_range("train", args.seed, data.COLLECT_SCENES, f"--seed {args.seed}")
     meta = data.collect(
         data.CollectArgs(

@@ -21,6 +21,7 @@ from scenefactory.bounds import MAX_THREADS, positive
 from scenefactory.cli import drive, experiment, go1, grounding, scenes
 from scenefactory.cli.argtypes import check_flags
 from scenefactory.errors import UserError
+from scenefactory.rl import distributed
 
 COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     **drive.COMMANDS,
@@ -89,9 +90,17 @@ def run(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see '{where} --help')")
     args.argv = argv  # the command line as given, for the reports that record it (experiment)
     check_flags(args)
+    if distributed.ranks_from_environ().distributed and args.command != "train":
+        raise UserError(
+            f"'{args.command}' runs in one process: torchrun (WORLD_SIZE > 1) starts 'train drive' "
+            "and 'train go1' only"
+        )
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    return COMMANDS[(args.command, task)](args)
+    try:
+        return COMMANDS[(args.command, task)](args)
+    finally:
+        distributed.shutdown()  # a data-parallel training run leaves its process group
 
 
 INTERRUPTED = {

@@ -35,6 +35,17 @@ def _mujoco(
     return MujocoEngine(worlds, agents, dt=dt, params=params, device=device, physics_hz=spec.physics_hz)
 
 
+def _mujoco_warp(
+    spec: EngineSpec, worlds: int, agents: int, dt: float, params: VehicleParams, device: torch.device
+) -> Engine:
+    from scenefactory.engines.mjwarp import require_warp
+
+    require_warp()  # the optional extra: a clear error when it is missing
+    from scenefactory.engines.warp_engine import WarpEngine  # imports Warp: only for this tier
+
+    return WarpEngine(worlds, agents, dt=dt, params=params, device=device, physics_hz=spec.physics_hz)
+
+
 def _learned(
     spec: EngineSpec, worlds: int, agents: int, dt: float, params: VehicleParams, device: torch.device
 ) -> Engine:
@@ -54,9 +65,11 @@ ENGINES: dict[str, EngineFactory] = {
     "mujoco": _mujoco,
     "learned": _learned,
     "grounded": _grounded,
+    "mujoco-warp": _mujoco_warp,
 }
 """Tier → factory, one entry per :data:`~scenefactory.engines.spec.TIERS` (the kinematic, learned
-and grounded tiers step once per policy step and ignore ``physics_hz``)."""
+and grounded tiers step once per policy step and ignore ``physics_hz``; ``mujoco-warp`` builds on
+``device``, the CPU or a CUDA device)."""
 
 
 def make_engine(

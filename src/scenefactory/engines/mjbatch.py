@@ -97,6 +97,11 @@ class BatchedSim:
         """Recompute derived quantities (positions, sensors) of worlds ``ids`` (all by default)."""
         self.batch.forward(ids)
 
+    def set_const(self, ids: np.ndarray) -> None:
+        """Recompute MuJoCo's constants derived from masses and inertias of worlds ``ids`` (after
+        writing their per-world ``body_mass``, ``body_ipos``, ...)."""
+        self.batch.set_const(ids)
+
     def check_health(self, hint: str) -> None:
         """Raise ``FloatingPointError`` naming the worlds whose state is NaN/inf or blew up."""
         warn = self.batch.warning[:, BADQACC, 1]

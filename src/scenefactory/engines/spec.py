@@ -1,6 +1,7 @@
 """One description of an engine, built once (by the CLI or a user) and passed whole.
 
-An :class:`EngineSpec` names the tier and every tier-specific setting: the physics rate (mujoco),
+An :class:`EngineSpec` names the tier and every tier-specific setting: the physics rate (mujoco and
+mujoco-warp),
 the model file (learned), the grounding folder (grounded), and the actuator lag (any tier). It is
 frozen and checked at construction, so a wrong value fails where it is written, with the field's
 name; :func:`~scenefactory.engines.make_engine` turns it into an engine for a number of worlds.
@@ -21,8 +22,11 @@ from scenefactory.errors import UserError
 DEFAULT_PHYSICS_HZ = 120.0
 """Physics rate of the mujoco tier unless told otherwise; ``validate vehicle`` passes at it."""
 
-TIERS = ("kinematic", "mujoco", "learned", "grounded")
-"""The engine tiers, from the abstract kinematic bicycle to the physics tier and its learned models."""
+TIERS = ("kinematic", "mujoco", "learned", "grounded", "mujoco-warp")
+"""The engine tiers, from the abstract kinematic bicycle to the physics tier (MuJoCo C; the same cars
+on MuJoCo Warp, for GPUs) and its learned models."""
+PHYSICS_TIERS = ("mujoco", "mujoco-warp")
+"""The tiers that step articulated cars at ``physics_hz`` (the others step once per policy step)."""
 
 _FILES = (
     # (field, the tier that reads it, its CLI flag, what it is)
@@ -36,7 +40,8 @@ class EngineSpec:
     """Which engine, with what settings.
 
     - ``tier``: one of :data:`TIERS`.
-    - ``physics_hz``: mujoco physics rate [Hz], finite and > 0 (other tiers step once per policy step).
+    - ``physics_hz``: physics rate [Hz] of the :data:`PHYSICS_TIERS`, finite and > 0 (other tiers
+      step once per policy step).
     - ``dynamics_model``: the learned tier's ``model.pt`` (``scenefactory fit-dynamics``); required
       by that tier, refused by the others. A ``str`` is turned into a ``Path``.
     - ``grounding``: the grounded tier's folder (``scenefactory ground``); likewise.

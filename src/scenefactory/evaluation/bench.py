@@ -73,9 +73,11 @@ def bench_drive(
     scenes: Sequence[Scene] | None = None,
     scene_source: str = "procedural",
     min_active_fraction: float = 0.0,
+    device: str | torch.device = "cpu",
 ) -> dict[str, Any]:
-    """Measure CASPS on ``engine``; returns the JSON-ready result (see the module docstring), with
-    ``engine`` the tier and ``engine_spec`` the whole spec. ``scenes`` (e.g. a converted folder,
+    """Measure CASPS on ``engine`` with the environment and the policy on ``device``; returns the
+    JSON-ready result (see the module docstring), with ``engine`` the tier, ``engine_spec`` the
+    whole spec and ``device``. ``scenes`` (e.g. a converted folder,
     named by ``scene_source``) replace the ``num_scenes`` procedural ones; ``min_active_fraction``
     is the task's reset policy (``DrivingTaskConfig``)."""
     task = DrivingTaskConfig(
@@ -92,10 +94,11 @@ def bench_drive(
         scene_info = describe_scenes(scenes, agents, task.observations.road_point_spacing_m)
     torch.manual_seed(seed)
     run = _bench_baseline if baseline else _bench_vectorized
-    result = run(task, scenes, engine, steps, warmup, seed)
+    result = run(task, scenes, engine, steps, warmup, seed, torch.device(device))
     result.update(
         {
             "engine": engine.tier,
+            "device": str(device),
             "engine_spec": engine.to_dict(),
             "worlds": worlds,
             "agents_per_world": agents,
@@ -143,9 +146,10 @@ def _bench_vectorized(
     steps: int,
     warmup: int,
     seed: int,
+    device: torch.device,
 ) -> dict[str, Any]:
-    env = DrivingEnv(task, scenes, engine=engine, seed=seed)
-    actor = build_actor(env.obs_dim, PPOConfig())
+    env = DrivingEnv(task, scenes, engine=engine, seed=seed, device=device)
+    actor = build_actor(env.obs_dim, PPOConfig(), device=device)
     n = env.num_worlds * env.agents_per_world
     obs = env.observations()
     active = 0
@@ -162,7 +166,7 @@ def _bench_vectorized(
             if i >= warmup:
                 active += int(res.was_active.sum())
                 valid += int(env.engine.state().valid.sum())
-                ended += torch.stack((res.done.sum(), res.time_out.sum()))
+                ended += torch.stack((res.done.sum(), res.time_out.sum())).cpu()
         wall = time.perf_counter() - t0
     out = _figures(active, valid, n * steps, wall)
     out["agent_episodes_ended"], out["agent_episodes_timed_out"] = (int(x) for x in ended)
@@ -176,6 +180,7 @@ def _bench_baseline(
     steps: int,
     warmup: int,
     seed: int,
+    device: torch.device,
 ) -> dict[str, Any]:
     one = replace(task, num_worlds=1)
     oc = task.observations
@@ -183,14 +188,17 @@ def _bench_baseline(
         scenes,
         task.agents_per_world,
         oc.road_point_spacing_m,
-        torch.device("cpu"),
+        device,
         task.vehicle,
         task.dt_s,
         num_road_points=oc.num_road_points,
         road_point_range_m=oc.road_point_range_m,
     )
-    envs = [DrivingEnv(one, scenes, engine=engine, seed=seed + w, pool=pool) for w in range(task.num_worlds)]
-    actor = build_actor(envs[0].obs_dim, PPOConfig())
+    envs = [
+        DrivingEnv(one, scenes, engine=engine, seed=seed + w, pool=pool, device=device)
+        for w in range(task.num_worlds)
+    ]
+    actor = build_actor(envs[0].obs_dim, PPOConfig(), device=device)
     k = task.agents_per_world
     active = 0
     valid = 0
@@ -205,7 +213,7 @@ def _bench_baseline(
                     td = TensorDict({"policy": obs[a : a + 1]}, batch_size=[1])
                     act = actor(td, stochastic_output=True)[0]
                     per_agent.append([float(act[0]), float(act[1])])
-                res = env.step(torch.tensor([per_agent], dtype=torch.float32))
+                res = env.step(torch.tensor([per_agent], dtype=torch.float32, device=device))
                 if i >= warmup:
                     active += int(res.was_active.sum())
                     valid += int(env.engine.state().valid.sum())

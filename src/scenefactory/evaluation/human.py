@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from scenefactory.engines.base import Engine
 from scenefactory.engines.spec import EngineSpec
@@ -150,10 +151,11 @@ def human_baseline(
     num_worlds: int = 64,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    device: str | torch.device = "cpu",
 ) -> dict[str, Any]:
     """The logged drivers' metrics on ``scenes`` (already fitted to ``task``'s K, see
-    :func:`replay_beyond`) on ``engine``, as :func:`~scenefactory.evaluation.rollout.evaluate`
-    returns them, with ``policy`` = ``expert``."""
+    :func:`replay_beyond`) on ``engine`` (on ``device``), as
+    :func:`~scenefactory.evaluation.rollout.evaluate` returns them, with ``policy`` = ``expert``."""
     metrics, _ = evaluate(
         EXPERT,
         task,
@@ -162,6 +164,7 @@ def human_baseline(
         num_worlds=num_worlds,
         seed=seed,
         progress=progress,
+        device=device,
     )
     metrics["policy"] = EXPERT
     return metrics

@@ -49,10 +49,12 @@ def evaluate(
     num_worlds: int = 64,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    device: str | torch.device = "cpu",
 ) -> tuple[dict[str, Any], EpisodeLog]:
     """Play every scene exactly once (worlds take them in order, each under its own road condition)
-    on ``engine`` (a spec, built for the evaluation's worlds, or a built engine of
-    ``min(num_worlds, len(scenes))`` worlds) and summarize the agent-episodes.
+    on ``engine`` (a spec, built for the evaluation's worlds on ``device``, or a built engine of
+    ``min(num_worlds, len(scenes))`` worlds) and summarize the agent-episodes; ``policy`` gets the
+    observations on ``device``.
 
     Returns ``(metrics, log)``; ``metrics`` adds ``scenes`` (world-episodes played) to
     :func:`~scenefactory.tasks.driving.metrics.summarize`'s keys.
@@ -72,6 +74,7 @@ def evaluate(
         engine=engine,
         seed=seed,
         sequential_scenes=True,
+        device=device,
     )
     log = EpisodeLog()
     completed = 0
@@ -97,15 +100,15 @@ def record_episodes(
     scenes: Sequence[Scene],
     engine: EngineSpec | Engine = EngineSpec(),
     seed: int = 0,
+    device: str | torch.device = "cpu",
 ) -> list[EpisodeRecord]:
-    """Play one episode per scene (one world each, in parallel) and record every step for rendering."""
+    """Play one episode per scene (one world each, in parallel, on ``device``) and record every step
+    for rendering."""
     cfg = replace(task_cfg, num_worlds=len(scenes), water_film_randomization_mm=None, min_active_fraction=0.0)
-    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True)
+    env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True, device=device)
     w = env.num_worlds
     st = env.engine.state()
-    frames: list[tuple[np.ndarray, ...]] = [
-        (st.pos_xy.numpy().copy(), st.yaw.numpy().copy(), st.speed.numpy().copy(), env.status.numpy().copy())
-    ]
+    frames: list[tuple[np.ndarray, ...]] = [(_np(st.pos_xy), _np(st.yaw), _np(st.speed), _np(env.status))]
     length = np.full(w, -1)
     obs = env.observations()
     step = 0
@@ -115,9 +118,9 @@ def record_episodes(
             obs = res.obs
             step += 1
             # status of this step; a world that just reset shows its last state (captured before reset)
-            status = env.status.numpy().copy()
+            status = _np(env.status)
             st = env.engine.state()
-            pos, yaw, speed = st.pos_xy.numpy().copy(), st.yaw.numpy().copy(), st.speed.numpy().copy()
+            pos, yaw, speed = _np(st.pos_xy), _np(st.yaw), _np(st.speed)
             for wi in res.reset_worlds.tolist():
                 prev = frames[-1]
                 pos[wi], yaw[wi], speed[wi] = prev[0][wi], prev[1][wi], prev[2][wi]
@@ -152,6 +155,11 @@ def record_episodes(
             )
         )
     return records
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    """A copy of ``t`` as a numpy array (from any device)."""
+    return t.detach().cpu().numpy().copy()
 
 
 def _final_status(res: Any, world: int, prev_status: np.ndarray) -> np.ndarray:

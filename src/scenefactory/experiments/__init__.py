@@ -2,7 +2,8 @@
 
 ``scenefactory experiment NAME --out DIR [--quick] [--seeds N] [--checkpoint KIND=PATH ...]`` runs
 one and writes a report folder: ``report.md`` (the exact command, seeds, sizes and config, tables
-with 95 % CIs), ``results.json`` (every number, atomically) and PNG plots.
+with 95 % CIs), ``results.json`` (every number, atomically) and PNG plots. With ``--ray ADDRESS``
+the trainings and evaluations run as tasks on that Ray cluster (:mod:`.ray_backend`).
 
 - ``transfer``: policies trained on the kinematic and the mujoco tier, each evaluated on both.
 - ``friction-change``: policies of both tiers on mujoco when the road turns dry → ice mid-episode.
@@ -59,6 +60,7 @@ def run_experiment(name: str, args: ExperimentArgs) -> ResultsFile[Any]:
         takes = ", ".join(experiment.options) or "none of them"
         raise UserError(f"experiment {name} does not take {', '.join(foreign)} (it takes {takes})")
     args.out.mkdir(parents=True, exist_ok=True)
+    args.executor()  # --ray: connect and check the cluster before any work
     return experiment.run(args)
 
 

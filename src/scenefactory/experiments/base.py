@@ -1,6 +1,9 @@
 """What every experiment shares: its arguments and sizes, stages that a resumed run reuses,
 policies (given as checkpoints or trained here, one per seed), pooled evaluation with confidence
 intervals, and differences between two conditions with their intervals.
+
+Trainings and evaluations are :class:`~scenefactory.experiments.ray_backend.Job` lists run by the
+experiment's executor: here, one after the other, or as tasks on a Ray cluster (``--ray``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from scenefactory.engines.spec import TIERS, EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.evaluation.plots import plot_learning_curve
 from scenefactory.evaluation.rollout import evaluate
+from scenefactory.experiments.ray_backend import LOCAL, Executor, Job, executor_for
 from scenefactory.experiments.results import (
     Cell,
     Difference,
@@ -80,7 +84,9 @@ class ExperimentArgs:
     ``action_lag_steps`` (target actuator lag [policy steps]), ``budget`` (target transitions a
     grounding fit may use) and ``dynamics_models`` (``(kind, path)`` pairs of fitted ``model.pt``
     files, ``--dynamics-model KIND=PATH``) are options of the experiments that list them in
-    :attr:`Experiment.options`; ``None`` / empty: the experiment's default.
+    :attr:`Experiment.options`; ``None`` / empty: the experiment's default. ``ray`` (``--ray
+    ADDRESS``): run the trainings and evaluations as tasks on the Ray cluster there
+    (:mod:`~scenefactory.experiments.ray_backend`; ``None``: in this process).
     """
 
     out: Path
@@ -96,6 +102,11 @@ class ExperimentArgs:
     action_lag_steps: int | None = None
     budget: int | None = None
     dynamics_models: tuple[tuple[str, Path], ...] = ()
+    ray: str | None = None
+
+    def executor(self) -> Executor:
+        """Where the trainings and evaluations run: here, or on the ``ray`` cluster (connected once)."""
+        return executor_for(self.ray, self.out)
 
     def options_set(self) -> list[str]:
         """The experiment-specific options given (flag names), to check against :attr:`Experiment.options`."""
@@ -267,6 +278,53 @@ def train_policy(spec: TrainSpec, scenes: Sequence[Scene], out: Path, label: str
     return trainer.ckpt_dir / "latest.pt"
 
 
+def train_job(spec: TrainSpec, out: Path, label: str) -> Path:
+    """One training (a :class:`~scenefactory.experiments.ray_backend.Job`): on ``spec.num_train_scenes``
+    procedural training scenes from ``spec.seed``, into ``out``; returns its ``latest.pt``."""
+    scenes = procedural_scenes(
+        "train", spec.num_train_scenes, spec.task.agents_per_world, base_seed=spec.seed
+    )
+    return train_policy(spec, scenes, out, label)
+
+
+def train_all(
+    kinds: Mapping[str, tuple[Sequence[Path], Callable[[int], TrainSpec]]],
+    args: ExperimentArgs,
+    sizes: Sizes,
+) -> dict[str, list[Path]]:
+    """The policies of each kind (``kind: (given checkpoints, make_spec)``): the given checkpoints,
+    or one trained per seed ``args.seed … args.seed + sizes.seeds − 1`` into
+    ``out/train/<kind>_s<seed>``; every (kind, seed) training is one job of the experiment's
+    executor (all at once on a Ray cluster)."""
+    out: dict[str, list[Path]] = {kind: list(given) for kind, (given, _) in kinds.items()}
+    jobs: list[Job[Path]] = []
+    owners: list[str] = []
+    for kind, (given, make_spec) in kinds.items():
+        if given:
+            continue
+        for seed in range(args.seed, args.seed + sizes.seeds):
+            folder = args.out / "train" / f"{kind}_s{seed}"
+            jobs.append(
+                Job(
+                    f"training ({kind}, seed {seed})",
+                    train_job,
+                    (make_spec(seed), folder, f"{kind} seed {seed}"),
+                )
+            )
+            owners.append(kind)
+    executor = args.executor()
+    if executor.remote and jobs:
+        console.print(f"{len(jobs)} trainings as tasks on the Ray cluster at {args.ray} ...")
+
+    def done(i: int, path: Path) -> None:
+        if executor.remote:
+            console.print(f"  {jobs[i].what}: {path}")
+
+    for kind, path in zip(owners, executor.run(jobs, done), strict=True):
+        out[kind].append(path)
+    return out
+
+
 def policies(
     kind: str,
     given: Sequence[Path],
@@ -274,20 +332,8 @@ def policies(
     args: ExperimentArgs,
     sizes: Sizes,
 ) -> list[Path]:
-    """The policies of one kind: the given checkpoints, or one trained per seed
-    ``args.seed … args.seed + sizes.seeds − 1`` into ``out/train/<kind>_s<seed>``."""
-    if given:
-        return list(given)
-    paths = []
-    for seed in range(args.seed, args.seed + sizes.seeds):
-        spec = make_spec(seed)
-        scenes = procedural_scenes(
-            "train", spec.num_train_scenes, spec.task.agents_per_world, base_seed=spec.seed
-        )
-        paths.append(
-            train_policy(spec, scenes, args.out / "train" / f"{kind}_s{seed}", f"{kind} seed {seed}")
-        )
-    return paths
+    """The policies of one kind: the given checkpoints, or one trained per seed (:func:`train_all`)."""
+    return train_all({kind: (given, make_spec)}, args, sizes)[kind]
 
 
 def train_spec(
@@ -342,6 +388,25 @@ class Pooled:
         return Cell(kind, eval_tier, condition, self.metrics, self.policies, train_wall_s)
 
 
+def evaluate_job(
+    ckpt: Path, task: DrivingTaskConfig, scenes: list[Scene], engine: EngineSpec, seed: int, eval_worlds: int
+) -> tuple[PolicyFigures, list[FinishedEpisodes]]:
+    """One policy's evaluation (a :class:`~scenefactory.experiments.ray_backend.Job`): deterministic
+    actions of ``ckpt``'s policy under ``task`` on ``scenes``; its figures and agent-episode records."""
+    policy = load_policy(ckpt)
+    t0 = time.perf_counter()
+    metrics, log = evaluate(policy.act, task, scenes, engine=engine, num_worlds=eval_worlds, seed=seed)
+    figures = PolicyFigures(
+        checkpoint=str(ckpt),
+        trained_on=policy.meta.get("engine"),
+        trained_seed=policy.meta.get("seed"),
+        trained_iterations=policy.meta.get("iteration"),
+        wall_s=time.perf_counter() - t0,
+        metrics=metrics,
+    )
+    return figures, log.parts
+
+
 def evaluate_pooled(
     checkpoints: Sequence[Path],
     scenes_for: Callable[[int], list[Scene]],
@@ -350,34 +415,33 @@ def evaluate_pooled(
     eval_worlds: int,
     edit_task: Callable[[DrivingTaskConfig], DrivingTaskConfig] = lambda t: t,
     label: str = "",
+    executor: Executor = LOCAL,
 ) -> Pooled:
     """Evaluate every checkpoint (deterministic actions) on ``scenes_for(agents_per_world)`` with
     its task config passed through ``edit_task``, on ``engine`` (its actuator lag included); pool
-    the agent-episodes of all of them."""
-    pooled, per_policy = EpisodeLog(), []
+    the agent-episodes of all of them. ``edit_task`` and ``scenes_for`` run here; each policy's
+    evaluation is one job of ``executor`` (:func:`evaluate_job`)."""
     name = engine_name(engine)
+    jobs = []
     for i, ckpt in enumerate(checkpoints):
-        policy = load_policy(ckpt)
-        task = edit_task(policy.task_cfg)
+        task = edit_task(load_policy(ckpt).task_cfg)
+        what = f"evaluation of {label} policy {i + 1}/{len(checkpoints)} ({ckpt}) on {name}"
         scenes = scenes_for(task.agents_per_world)
-        t0 = time.perf_counter()
-        metrics, log = evaluate(policy.act, task, scenes, engine=engine, num_worlds=eval_worlds, seed=seed)
-        figures = PolicyFigures(
-            checkpoint=str(ckpt),
-            trained_on=policy.meta.get("engine"),
-            trained_seed=policy.meta.get("seed"),
-            trained_iterations=policy.meta.get("iteration"),
-            wall_s=time.perf_counter() - t0,
-            metrics=metrics,
-        )
-        per_policy.append(figures)
-        pooled.parts.extend(log.parts)
+        jobs.append(Job(what, evaluate_job, (Path(ckpt), task, scenes, engine, seed, eval_worlds)))
+
+    def done(i: int, result: tuple[PolicyFigures, list[FinishedEpisodes]]) -> None:
+        figures, metrics = result[0], result[0].metrics
         console.print(
             f"  {label} policy {i + 1}/{len(checkpoints)} on {name}: "
             f"goal {metrics['goal_reach_rate']:.3f}, collision {metrics['collision_rate']:.3f}, "
             f"peak DRAC {metrics['mean_peak_drac_mps2']:.2f} m/s² "
             f"({metrics['episodes']} agent-episodes, {figures.wall_s:.0f} s)"
         )
+
+    pooled, per_policy = EpisodeLog(), []
+    for figures, parts in executor.run(jobs, done):
+        per_policy.append(figures)
+        pooled.parts.extend(parts)
     records = pooled.cat()
     out = summarize(records)
     out["scenes"] = per_policy[0].metrics["scenes"] if per_policy else 0

@@ -28,8 +28,8 @@ from scenefactory.experiments.base import (
     evaluate_pooled,
     mean_difference,
     on_road,
-    policies,
     rate_difference,
+    train_all,
     train_spec,
     training_seeds,
 )
@@ -80,10 +80,7 @@ def run(args: ExperimentArgs) -> ResultsFile[FrictionChangeResults]:
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)
     given = args.checkpoints_by_kind(TIERS)
-    ckpts = {
-        tier: policies(tier, given[tier], partial(train_spec, EngineSpec(tier), sizes), args, sizes)
-        for tier in TIERS
-    }
+    ckpts = train_all({t: (given[t], partial(train_spec, EngineSpec(t), sizes)) for t in TIERS}, args, sizes)
     dry, ice = PRESETS[ROAD_BEFORE], PRESETS[ROAD_AFTER]
     cache: dict[int, list[Scene]] = {}
 
@@ -110,10 +107,23 @@ def run(args: ExperimentArgs) -> ResultsFile[FrictionChangeResults]:
     effects: list[Contrast] = []
     for tier in TIERS:
         base = evaluate_pooled(
-            ckpts[tier], scenes_for, engine, args.seed, sizes.eval_worlds, label=f"{tier}, {NO_CHANGE}"
+            ckpts[tier],
+            scenes_for,
+            engine,
+            args.seed,
+            sizes.eval_worlds,
+            label=f"{tier}, {NO_CHANGE}",
+            executor=args.executor(),
         )
         changed = evaluate_pooled(
-            ckpts[tier], scenes_for, engine, args.seed, sizes.eval_worlds, with_change, f"{tier}, {CHANGE}"
+            ckpts[tier],
+            scenes_for,
+            engine,
+            args.seed,
+            sizes.eval_worlds,
+            with_change,
+            f"{tier}, {CHANGE}",
+            args.executor(),
         )
         at_step = min(change_steps)
         for cond, pooled in ((NO_CHANGE, base), (CHANGE, changed)):

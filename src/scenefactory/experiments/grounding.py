@@ -288,12 +288,20 @@ def run(args: ExperimentArgs, settings: GroundingSettings | None = None) -> Resu
 
     scenes = held_out_scenes(sizes.episodes, args.seed)
     pooled: dict[str, Pooled] = {
-        kind: evaluate_pooled(ckpts[kind], scenes, target, args.seed, sizes.eval_worlds, label=kind)
+        kind: evaluate_pooled(
+            ckpts[kind], scenes, target, args.seed, sizes.eval_worlds, label=kind, executor=args.executor()
+        )
         for kind in KINDS
     }
     other = [
         evaluate_pooled(
-            ckpts[kind], scenes, EngineSpec(tier), args.seed, sizes.eval_worlds, label=f"{kind} on {tier}"
+            ckpts[kind],
+            scenes,
+            EngineSpec(tier),
+            args.seed,
+            sizes.eval_worlds,
+            label=f"{kind} on {tier}",
+            executor=args.executor(),
         ).cell(kind, tier)
         for tier in OTHER_TIERS
         for kind in KINDS

@@ -250,7 +250,13 @@ def run(args: ExperimentArgs, settings: MatrixSettings | None = None) -> Results
     for kind in KINDS:
         for engine in ENGINES:
             p = evaluate_pooled(
-                ckpts[kind], scenes, EngineSpec(engine), args.seed, sizes.eval_worlds, label=f"{kind} →"
+                ckpts[kind],
+                scenes,
+                EngineSpec(engine),
+                args.seed,
+                sizes.eval_worlds,
+                label=f"{kind} →",
+                executor=args.executor(),
             )
             cells.append(p.cell(kind, engine, train_wall_s=train_wall[kind]))
             if engine == ORACLE:

@@ -6,24 +6,29 @@ the demo's settings, one per seed. Each (policy, engine) cell is evaluated by ``
 (``jobs.drive.evaluate``) into ``out/<trained>_on_<engine>/metrics.json`` (one policy) or
 ``out/<trained>_on_<engine>/policy_<i>/metrics.json`` (several); a cell pools its policies'
 agent-episodes (the rates are exact pooled counts). Besides the report folder, ``transfer.md``,
-``transfer.json`` and ``transfer.png`` are written as before.
+``transfer.json`` and ``transfer.png`` are written as before. Each (kind, seed) training and each
+(policy, engine) evaluation is a job of the experiment's executor (``--ray``: a Ray task): an
+evaluation writes into a scratch folder, and the driver writes its files into the cell's folder.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from scenefactory.engines.spec import EngineSpec
 from scenefactory.evaluation.transfer import plot_transfer, transfer_table
-from scenefactory.experiments.base import ExperimentArgs, Sizes, policies, train_spec, training_seeds
+from scenefactory.experiments.base import ExperimentArgs, Sizes, train_all, train_spec, training_seeds
+from scenefactory.experiments.ray_backend import Job
 from scenefactory.experiments.registry import Experiment
 from scenefactory.experiments.report import ResultsFile, write_report
 from scenefactory.experiments.results import Cell, PolicyFigures, Reader, find_cell
 from scenefactory.experiments.tables import markdown_table
-from scenefactory.io import atomic_write_text, write_json
+from scenefactory.io import atomic_write_bytes, atomic_write_text, write_json
 from scenefactory.jobs.drive import EvalArgs, evaluate
 from scenefactory.stats import wilson_interval
 
@@ -95,17 +100,26 @@ def _figures(m: dict[str, Any]) -> PolicyFigures:
     )
 
 
+def evaluate_cell(job: EvalArgs) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """``eval drive``'s job into a scratch folder (a job of the executor, perhaps on a Ray worker):
+    its metrics and the files it wrote (``metrics.json``, ``metrics.md``, ``metrics.png``), for the
+    driver to write into ``job.out``."""
+    with tempfile.TemporaryDirectory(prefix="scenefactory-eval-") as tmp:
+        metrics = evaluate(replace(job, out=Path(tmp)))
+        files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
+    return metrics, files
+
+
 def run(args: ExperimentArgs) -> ResultsFile[TransferResults]:
     """Run the experiment; writes the report folder and returns its results file."""
     t0 = time.perf_counter()
     sizes = args.resolve(FULL, QUICK)
     given = args.checkpoints_by_kind(TIERS)
-    ckpts = {t: policies(t, given[t], partial(train_spec, EngineSpec(t), sizes), args, sizes) for t in TIERS}
-    cells = []
+    ckpts = train_all({t: (given[t], partial(train_spec, EngineSpec(t), sizes)) for t in TIERS}, args, sizes)
+    jobs: list[Job[tuple[dict[str, Any], dict[str, bytes]]]] = []
     for trained in TIERS:
         for engine in TIERS:
             cell_dir = args.out / f"{trained}_on_{engine}"
-            per = []
             for i, ckpt in enumerate(ckpts[trained]):
                 out = cell_dir if len(ckpts[trained]) == 1 else cell_dir / f"policy_{i}"
                 job = EvalArgs(
@@ -116,7 +130,19 @@ def run(args: ExperimentArgs) -> ResultsFile[TransferResults]:
                     seed=args.seed,
                     worlds=sizes.eval_worlds,
                 )
-                per.append(evaluate(job))
+                jobs.append(
+                    Job(f"evaluation of {trained} policy {i + 1} ({ckpt}) on {engine}", evaluate_cell, (job,))
+                )
+
+    def write(i: int, result: tuple[dict[str, Any], dict[str, bytes]]) -> None:
+        for name, data in result[1].items():
+            atomic_write_bytes(jobs[i].args[0].out / name, data)
+
+    per_job = iter(args.executor().run(jobs, write))
+    cells = []
+    for trained in TIERS:
+        for engine in TIERS:
+            per = [next(per_job)[0] for _ in ckpts[trained]]
             cells.append(Cell(trained, engine, "", _pool(per), tuple(_figures(m) for m in per)))
     results = TransferResults(tuple(cells))
     matrix = results.matrix()

@@ -36,8 +36,8 @@ from scenefactory.experiments.base import (
     evaluate_pooled,
     mean_difference,
     on_road,
-    policies,
     rate_difference,
+    train_all,
     train_spec,
     training_seeds,
 )
@@ -132,7 +132,7 @@ def run(args: ExperimentArgs) -> ResultsFile[WetRoadResults]:
     given = args.checkpoints_by_kind(KINDS)
     for kind in KINDS:
         _check_awareness(kind, given[kind])
-    ckpts = {k: policies(k, given[k], partial(_spec, k, sizes), args, sizes) for k in KINDS}
+    ckpts = train_all({k: (given[k], partial(_spec, k, sizes)) for k in KINDS}, args, sizes)
     cache: dict[int, list[Scene]] = {}
 
     def raw_scenes(agents: int) -> list[Scene]:
@@ -161,6 +161,7 @@ def run(args: ExperimentArgs) -> ResultsFile[WetRoadResults]:
                 sizes.eval_worlds,
                 no_randomization,
                 f"{kind}, {road_name}",
+                args.executor(),
             )
             cells.append(pooled[kind].cell(kind, ENGINE, road_name))
         a, u = pooled["aware"], pooled["unaware"]

@@ -38,6 +38,7 @@ from scenefactory.jobs.scenes import (
     signal_cycle,
     training_scenes,
 )
+from scenefactory.rl.distributed import ranks_from_environ
 from scenefactory.rl.driving import IterationStats, Trainer, load_policy
 from scenefactory.rl.driving_spec import TrainSpec, resume_checkpoint
 from scenefactory.rl.ppo import PPOConfig
@@ -89,10 +90,12 @@ class TrainArgs:
     made. ``num_train_scenes`` procedural scenes are added to those of ``scenes_dir`` (its
     ``scene_split``: all, or ``convert``'s train or eval split). ``signals``: traffic signals at the
     procedural junctions, observed and penalized; ``min_active_fraction``: reset a world once fewer
-    than this fraction of its agents still drive."""
+    than this fraction of its agents still drive. ``device``: where the environment, the engine (the
+    torch tiers and mujoco-warp; MuJoCo C stays on the CPU) and PPO run, ``cpu`` or ``cuda[:N]``."""
 
     out: Path
     engine: EngineSpec = field(default_factory=EngineSpec)
+    device: str = "cpu"
     worlds: int = 128
     agents: int | str = 8
     iterations: int = 150
@@ -143,12 +146,16 @@ def make_spec(args: TrainArgs, ppo: PPOConfig | None = None) -> TrainSpec:
 
 def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
     """Train (or resume) a driving policy; writes checkpoints, history, TensorBoard and a curve.
-    ``--agents auto`` reads the ``scenes_dir`` folder first, to choose K."""
+    ``--agents auto`` reads the ``scenes_dir`` folder first, to choose K. Under ``torchrun`` each
+    rank trains on its share of the worlds and only rank 0 prints and writes
+    (:mod:`scenefactory.rl.distributed`)."""
     loaded: list[Scene] | None = None
     if args.agents == AUTO:
         loaded = load_scene_dir(args.scenes_dir, args.scene_split) if args.scenes_dir is not None else []
         args = replace(args, agents=resolve_agents(args.agents, loaded, args.scenes_dir, MAX_AGENTS))
     spec = make_spec(args, ppo)
+    ranks = ranks_from_environ()
+    ranks.share(spec.task.num_worlds, "the run's worlds (--worlds)")  # before any work
     resume = resume_checkpoint(spec, args.out)  # a foreign or unsafe checkpoint fails before any work
     # the --scenes folder is read (every file checked) before anything is printed: a bad one is a
     # one-line error, not a status line and then an error
@@ -156,11 +163,15 @@ def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
         loaded = load_scene_dir(args.scenes_dir, args.scene_split) if args.scenes_dir is not None else []
     agents_left_out(loaded, spec.task.agents_per_world, args.scenes_dir, "--agents")
     source = "" if args.scenes_dir is None else f" plus the {len(loaded)} scenes in {args.scenes_dir}"
-    console.print(
-        f"building {spec.num_train_scenes} procedural training scenes{source} (seed {spec.seed}) ..."
-    )
+    if ranks.main:
+        console.print(
+            f"building {spec.num_train_scenes} procedural training scenes{source} (seed {spec.seed}) ..."
+        )
     scenes = training_scenes(spec.task, spec.num_train_scenes, spec.seed, loaded)
-    trainer = Trainer(spec, scenes, args.out, checkpoint=resume)
+    trainer = Trainer(spec, scenes, args.out, checkpoint=resume, device=args.device)
+    if not ranks.main:  # rank 0 reports for every rank
+        trainer.run()
+        return trainer
     if trainer.iteration:
         console.print(f"resuming {args.out} at iteration {trainer.iteration}/{spec.iterations}")
     with progress_bar() as bar:
@@ -190,11 +201,12 @@ def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
 class EvalArgs:
     """Arguments of ``eval drive`` of a checkpoint: its policy on ``episodes`` held-out scenes, in
     ``worlds`` parallel worlds (procedural ones from ``seed``'s evaluation range, or the first
-    ``episodes`` of ``scenes_dir``'s ``scene_split``)."""
+    ``episodes`` of ``scenes_dir``'s ``scene_split``), the environment and the policy on ``device``."""
 
     checkpoint: Path
     out: Path
     engine: EngineSpec = field(default_factory=EngineSpec)
+    device: str = "cpu"
     episodes: int = 100
     seed: int = 0
     worlds: int = 64
@@ -212,6 +224,8 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
         raise UserError(f"--episodes must be a positive integer, got {args.episodes}")
     engine, tier = args.engine, args.engine.tier
     policy = load_policy(args.checkpoint)
+    if args.device != "cpu":  # the actor where the observations are (it loads on the CPU)
+        policy.actor.to(args.device)
     task = policy.task_cfg
     check_policy_rate(task, engine.physics_hz)
     if args.scenes_dir is None:
@@ -233,10 +247,12 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
             num_worlds=args.worlds,
             seed=args.seed,
             progress=lambda done, total: bar.update(job, completed=done),
+            device=args.device,
         )
     metrics.update(
         {
             **engine_record(engine),
+            "device": args.device,
             "checkpoint": str(args.checkpoint),
             "trained_on": policy.meta.get("engine"),
             "trained_iterations": policy.meta.get("iteration"),
@@ -251,7 +267,7 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
     if args.scenes_dir is not None and any(sc.log is not None for sc in scenes):
         console.print(f"running the scenes' logged drivers on {tier} (human baseline) ...")
         metrics["human_baseline"] = human_baseline(
-            task, fitted, engine=engine, num_worlds=args.worlds, seed=args.seed
+            task, fitted, engine=engine, num_worlds=args.worlds, seed=args.seed, device=args.device
         )
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "metrics.json", metrics)
@@ -269,11 +285,13 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
 class ExpertEvalArgs:
     """Arguments of ``eval drive --policy expert``: the logged drivers of the first ``episodes``
     scenes of ``scenes_dir`` (its ``scene_split``), ``agents`` per world (``None``: the most any
-    scene controls, so that none is left out; ``"auto"``: chosen from the scenes' agent counts)."""
+    scene controls, so that none is left out; ``"auto"``: chosen from the scenes' agent counts);
+    ``device`` as for :class:`TrainArgs`."""
 
     scenes_dir: Path
     out: Path
     engine: EngineSpec = field(default_factory=EngineSpec)
+    device: str = "cpu"
     episodes: int = 100
     agents: int | str | None = None
     scene_split: str = "all"
@@ -294,7 +312,9 @@ def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
     k = resolve_agents(args.agents, scenes, args.scenes_dir) if args.agents is not None else most
     agents_left_out(scenes, k, args.scenes_dir, "--agents")
     task = DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=k)
-    metrics = human_baseline(task, [replay_beyond(sc, k) for sc in scenes], engine=args.engine)
+    metrics = human_baseline(
+        task, [replay_beyond(sc, k) for sc in scenes], engine=args.engine, device=args.device
+    )
     counts = agent_counts(scenes, k)
     record = engine_record(args.engine)
     metrics.update(
@@ -321,10 +341,11 @@ class RenderArgs:
     """Arguments of ``render drive``: a GIF (``out``) of ``panels`` scenes side by side, driven by
     the policy of ``checkpoint`` (on held-out scenes from ``seed`` + :data:`RENDER_SEED_OFFSET`, or
     those of ``scenes_dir``), or with no checkpoint by the logged drivers of ``scenes_dir``'s scenes
-    (``agents`` per world, or ``"auto"``)."""
+    (``agents`` per world, or ``"auto"``); ``device`` as for :class:`TrainArgs`."""
 
     out: Path
     engine: EngineSpec = field(default_factory=EngineSpec)
+    device: str = "cpu"
     checkpoint: Path | None = None
     seed: int = 0
     panels: int = 4
@@ -346,16 +367,22 @@ def render(args: RenderArgs) -> Path:
         k = resolve_agents(args.agents, scenes, args.scenes_dir)
         task = DrivingTaskConfig(agents_per_world=k)
         agents_left_out(scenes, k, args.scenes_dir, "--agents")
-        records = record_episodes(EXPERT, task, scenes, engine=args.engine, seed=args.seed)
+        records = record_episodes(
+            EXPERT, task, scenes, engine=args.engine, seed=args.seed, device=args.device
+        )
     else:
         policy = load_policy(args.checkpoint)
+        if args.device != "cpu":  # the actor where the observations are (it loads on the CPU)
+            policy.actor.to(args.device)
         check_policy_rate(policy.task_cfg, args.engine.physics_hz)
         k = policy.task_cfg.agents_per_world
         first = args.seed + RENDER_SEED_OFFSET
         cycle = signal_cycle(policy.task_cfg)
         scenes = eval_scenes(args.panels, k, first, args.scenes_dir, cycle, args.scene_split)
         agents_left_out(scenes, k, args.scenes_dir, "the checkpoint's agents per world")
-        records = record_episodes(policy.act, policy.task_cfg, scenes, engine=args.engine, seed=args.seed)
+        records = record_episodes(
+            policy.act, policy.task_cfg, scenes, engine=args.engine, seed=args.seed, device=args.device
+        )
     records = [replace(r, title=f"{r.title} ({args.engine.tier})") for r in records]
     return render_episodes_gif(records, args.out)
 
@@ -368,10 +395,12 @@ class BenchArgs:
     """Arguments of ``bench drive``: ``worlds`` x ``agents`` agents (or ``"auto"`` from the
     ``scenes_dir`` folder) stepped ``steps`` times after ``warmup`` untimed steps, at ``policy_hz``,
     on :data:`BENCH_SCENES` procedural scenes from ``seed`` or on the scenes of ``scenes_dir``;
-    ``baseline``: the non-vectorized reference. The result is written to the file ``out``."""
+    ``baseline``: the non-vectorized reference; ``device`` as for :class:`TrainArgs`. The result is
+    written to the file ``out``."""
 
     out: Path
     engine: EngineSpec = field(default_factory=EngineSpec)
+    device: str = "cpu"
     worlds: int = 256
     agents: int | str = 16
     baseline: bool = False
@@ -420,6 +449,7 @@ def bench(args: BenchArgs) -> dict[str, Any]:
         scenes=scenes,
         scene_source=scene_source(args.scenes_dir, args.scene_split),
         min_active_fraction=args.min_active_fraction,
+        device=args.device,
     )
     result["agents_auto"] = auto
     if auto:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from scenefactory.checkpoint import LATEST, load_checkpoint, require_keys
 from scenefactory.engines.spec import TIERS, EngineSpec
 from scenefactory.errors import CheckpointError
 from scenefactory.rl.checkpoints import checked_policy, load_actor_weights
+from scenefactory.rl.distributed import SINGLE, Ranks, ranks_from_environ
+from scenefactory.rl.distributed import setup as setup_ranks
 from scenefactory.rl.driving_spec import (
     TrainSpec,
     engine_of_saved_spec,
@@ -79,15 +81,19 @@ class DrivingVecEnv(VecEnv):
         return self._td(res.obs), res.reward.reshape(-1), res.done.reshape(-1).float(), extras
 
 
-def mask_decisions(alg: Algorithm, valid: torch.Tensor) -> None:
+def mask_decisions(alg: Algorithm, valid: torch.Tensor, ranks: Ranks = SINGLE) -> None:
     """Zero the advantage of non-decision samples (``valid`` (T, N) false) and renormalize over
-    the real ones (see the module doc)."""
+    the real ones (see the module doc); in a data-parallel run over every rank's real ones, as one
+    process with all the worlds would."""
     st = alg.storage
     v = valid.unsqueeze(-1)
     raw = st.returns - st.values
     sel = raw[v]
-    mean = sel.mean() if sel.numel() else raw.new_zeros(())
-    std = sel.std() if sel.numel() > 1 else raw.new_ones(())
+    if ranks.distributed:
+        mean, std = ranks.mean_std(sel)
+    else:
+        mean = sel.mean() if sel.numel() else raw.new_zeros(())
+        std = sel.std() if sel.numel() > 1 else raw.new_ones(())
     st.advantages = torch.where(v, (raw - mean) / (std + 1e-8), torch.zeros_like(raw))
     st.returns = torch.where(v, st.returns, st.values)
 
@@ -131,18 +137,21 @@ class IterationStats:
 
 class DrivingHooks(RunnerHooks[IterationStats]):
     """Driving's part of the loop: which agent steps were decisions (masked out of the update
-    otherwise), the finished episodes' metrics, and the engine and scene draws in checkpoints."""
+    otherwise), the finished episodes' metrics, and the engine and scene draws in checkpoints.
+    In a data-parallel run the advantages are normalized and the metrics taken over all ranks."""
 
-    def __init__(self, env: DrivingEnv, vec: DrivingVecEnv, engine: EngineSpec) -> None:
+    def __init__(
+        self, env: DrivingEnv, vec: DrivingVecEnv, engine: EngineSpec, ranks: Ranks = SINGLE
+    ) -> None:
         """Hooks for training on ``env`` through ``vec``, whose engine ``engine`` describes."""
-        self.env, self.vec, self.engine = env, vec, engine
+        self.env, self.vec, self.engine, self.ranks = env, vec, engine, ranks
         self.episodes = EpisodeLog()
         self.valid = torch.zeros(0, vec.num_envs, dtype=torch.bool)
         """(T, N) whether each rollout step of each agent slot was a decision."""
 
     def begin_iteration(self, num_steps: int, num_envs: int) -> None:
         """A fresh decision mask for the rollout."""
-        self.valid = torch.zeros(num_steps, num_envs, dtype=torch.bool)
+        self.valid = torch.zeros(num_steps, num_envs, dtype=torch.bool, device=self.env.device)
 
     def on_step(self, t: int, rewards: torch.Tensor, dones: torch.Tensor) -> None:
         """Record which slots decided at step ``t`` and the episodes that finished."""
@@ -153,12 +162,15 @@ class DrivingHooks(RunnerHooks[IterationStats]):
 
     def after_returns(self, alg: Algorithm) -> None:
         """Non-decisions get no advantage and no value error (:func:`mask_decisions`)."""
-        mask_decisions(alg, self.valid)
+        mask_decisions(alg, self.valid, self.ranks)
 
     def stats(self, rollout: Rollout, alg: Algorithm) -> IterationStats:
-        """The iteration's rewards, losses, timings and finished-episode metrics."""
+        """The iteration's rewards, losses, timings and finished-episode metrics (of every rank)."""
+        if self.ranks.distributed:
+            self.episodes.parts = [p for parts in self.ranks.all_gather(self.episodes.parts) for p in parts]
         metrics = summarize(self.episodes.cat()) if len(self.episodes) else {}
         self.episodes.clear()
+        [active] = self.ranks.mean([float(self.valid.float().mean())])
         return IterationStats(
             iteration=rollout.iteration,
             env_steps=rollout.env_steps,
@@ -168,7 +180,7 @@ class DrivingHooks(RunnerHooks[IterationStats]):
             learn_s=rollout.learn_s,
             losses=rollout.losses,
             metrics=metrics,
-            active_slot_fraction=float(self.valid.float().mean()),
+            active_slot_fraction=active,
         )
 
     def row(self, stats: IterationStats) -> dict[str, Any]:
@@ -206,6 +218,11 @@ class Trainer(OnPolicyRunner[IterationStats]):
 
     Output folder layout: ``config.json``, ``history.json`` (one row per iteration),
     ``checkpoints/model_<it>.pt`` and ``checkpoints/latest.pt`` (atomic), ``tensorboard/``.
+
+    Started by ``torchrun`` (:mod:`scenefactory.rl.distributed`), each of the N ranks simulates
+    ``spec.task.num_worlds / N`` of the worlds with seed ``spec.seed + rank``, and only rank 0
+    writes; rank 0 alone is exactly the one-process run of the same seed (its draws, its network
+    initialization).
     """
 
     def __init__(
@@ -214,14 +231,21 @@ class Trainer(OnPolicyRunner[IterationStats]):
         scenes: Sequence[Scene],
         out_dir: str | os.PathLike[str],
         checkpoint: dict[str, Any] | None = None,
+        device: str | torch.device = "cpu",
     ) -> None:
-        """Build env and algorithm; resume from ``out_dir/checkpoints/latest.pt`` if it exists
-        (or from ``checkpoint``, what :func:`resume_checkpoint` returned for this run)."""
+        """Build env and algorithm on ``device`` (under ``torchrun`` on CUDA: this rank's GPU); resume
+        from ``out_dir/checkpoints/latest.pt`` if it exists (or from ``checkpoint``, what
+        :func:`resume_checkpoint` returned for this run)."""
         self.spec = spec
-        seed_everything(spec.seed)
-        env = DrivingEnv(spec.task, scenes, engine=spec.engine, seed=spec.seed)
+        worlds = ranks_from_environ().share(spec.task.num_worlds, "the run's worlds (--worlds)")  # first
+        ranks = setup_ranks(device)
+        device = ranks.device(device)
+        seed = ranks.seed(spec.seed)
+        seed_everything(seed)
+        task = replace(spec.task, num_worlds=worlds)
+        env = DrivingEnv(task, scenes, engine=spec.engine, seed=seed, device=device)
         vec = DrivingVecEnv(env)
-        alg = construct_ppo(vec.get_observations(), vec, spec.ppo)
+        alg = construct_ppo(vec.get_observations(), vec, spec.ppo, ranks.rsl_multi_gpu(), device)
         settings = RunSettings(
             task=TASK,
             spec=spec_to_dict(spec),
@@ -231,7 +255,8 @@ class Trainer(OnPolicyRunner[IterationStats]):
             seed=spec.seed,
             iterations=spec.iterations,
         )
-        super().__init__(settings, env, vec, alg, DrivingHooks(env, vec, spec.engine), out_dir)
+        hooks = DrivingHooks(env, vec, spec.engine, ranks)
+        super().__init__(settings, env, vec, alg, hooks, out_dir, ranks)
         data = checkpoint if checkpoint is not None else resume_checkpoint(spec, self.out)
         if data is not None:
             self.resume(self.ckpt_dir / LATEST, data)

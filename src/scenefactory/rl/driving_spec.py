@@ -174,8 +174,9 @@ def check_resume_payload(path: Path, data: dict[str, Any], spec: TrainSpec) -> N
     require_int(data, path, "iteration")
     require_int(data, path, "env_steps")
     require_generator_state(path, "torch_rng", data["torch_rng"])
-    if "env_state" in data or "rng" in data:
-        _check_saved_worlds(path, data, spec.task.num_worlds)
+    if "env_state" in data or "rng" in data:  # a data-parallel run's ranks saved their share each
+        ranks = require_int(data, path, "world_size", low=1) if "world_size" in data else 1
+        _check_saved_worlds(path, data, spec.task.num_worlds // ranks)
 
 
 def _check_saved_worlds(path: Path, data: dict[str, Any], num_worlds: int) -> None:

@@ -183,10 +183,20 @@ def build_actor(
     return model.to(device)
 
 
-def construct_ppo(obs: TensorDict, vec: Any, ppo: PPOConfig) -> PPO:
-    """rsl-rl's PPO (actor, critic, storage, optimizer) for a VecEnv-like ``vec`` on the CPU."""
+def construct_ppo(
+    obs: TensorDict,
+    vec: Any,
+    ppo: PPOConfig,
+    multi_gpu: dict[str, int] | None = None,
+    device: str | torch.device = "cpu",
+) -> PPO:
+    """rsl-rl's PPO (actor, critic, storage, optimizer) for a VecEnv-like ``vec`` on ``device`` (the
+    environment's); ``multi_gpu`` (:meth:`~scenefactory.rl.distributed.Ranks.rsl_multi_gpu`) makes it
+    average gradients and the KL divergence over the ranks of a data-parallel run."""
+    cfg = ppo.rsl_cfg()
+    cfg["multi_gpu"] = multi_gpu
     with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model architectures
-        return PPO.construct_algorithm(obs, vec, ppo.rsl_cfg(), "cpu")
+        return PPO.construct_algorithm(obs, vec, cfg, str(device))
 
 
 DISTILL_EPOCHS = 2
@@ -195,13 +205,20 @@ DISTILL_GRADIENT_LENGTH = 8
 """Rollout steps per distillation gradient step (the student's truncated-BPTT length)."""
 
 
-def construct_distillation(obs: TensorDict, vec: Any, student: PPOConfig, teacher: PPOConfig) -> Distillation:
+def construct_distillation(
+    obs: TensorDict,
+    vec: Any,
+    student: PPOConfig,
+    teacher: PPOConfig,
+    multi_gpu: dict[str, int] | None = None,
+) -> Distillation:
     """rsl-rl's ``Distillation`` (student from ``student``'s actor, teacher from ``teacher``'s).
 
     Each reads its config's ``actor_obs_groups`` (a privileged teacher also reads ``params``); the
     teacher's weights are loaded by the caller. The student's
     sampled actions drive the environment (its ``init_noise_std`` is the exploration), the loss is
-    the MSE to the teacher's mean action, ``student.learning_rate`` and ``max_grad_norm`` apply.
+    the MSE to the teacher's mean action, ``student.learning_rate`` and ``max_grad_norm`` apply;
+    ``multi_gpu`` as for :func:`construct_ppo`.
     """
     if student.num_steps_per_env % DISTILL_GRADIENT_LENGTH:
         raise ValueError(
@@ -211,7 +228,7 @@ def construct_distillation(obs: TensorDict, vec: Any, student: PPOConfig, teache
     cfg = {
         "num_steps_per_env": student.num_steps_per_env,
         "obs_groups": {"student": list(student.actor_obs_groups), "teacher": list(teacher.actor_obs_groups)},
-        "multi_gpu": None,
+        "multi_gpu": multi_gpu,
         "algorithm": {
             "class_name": "Distillation",
             "num_learning_epochs": DISTILL_EPOCHS,

@@ -12,6 +12,13 @@ checkpoint fields (the engine, a curriculum, its environment generator).
 
 Output folder: ``config.json`` (the run's spec), ``history.json`` (one row per iteration),
 ``checkpoints/model_<it>.pt`` and ``checkpoints/latest.pt``, ``tensorboard/``.
+
+Data-parallel (``torchrun``, :mod:`scenefactory.rl.distributed`): every rank runs this loop on its
+own worlds; rank 0's parameters are broadcast before the first update, the algorithm averages
+gradients over the ranks, the finished episodes of all ranks make the statistics (and
+``env_steps`` counts every rank's steps), and only rank 0 writes. A checkpoint holds rank 0's
+worlds and generators where a single run's are, and every other rank's in ``rank_states``, with
+``world_size``: resumed by as many ranks, each continues its own worlds and generators exactly.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from scenefactory.checkpoint import (
     CHECKPOINT_FORMAT,
+    LATEST,
     require_finite_state,
     require_int,
     require_keys,
@@ -38,6 +46,7 @@ from scenefactory.checkpoint import (
 from scenefactory.errors import CheckpointError, warn
 from scenefactory.io import write_json
 from scenefactory.rl.checkpoints import restore_worlds, saved_sum
+from scenefactory.rl.distributed import SINGLE, Ranks
 from scenefactory.rl.ppo import Algorithm, PPOConfig, load_training_state, training_state
 from scenefactory.rl.seeding import global_rng_state
 
@@ -74,12 +83,14 @@ class Rollout:
     env_steps: int
     """Agent steps done, this iteration's included."""
     steps: int
-    """Agent steps collected this iteration (``num_steps_per_env × num_envs``)."""
+    """Agent steps collected this iteration (``num_steps_per_env × num_envs × ranks``)."""
     collect_s: float
     learn_s: float
+    """This rank's collection and learning times [s]."""
     losses: dict[str, float]
+    """The update's mean losses (averaged over the ranks)."""
     returns: torch.Tensor
-    """(E,) the returns of the E episodes that ended this iteration."""
+    """(E,) the returns of the E episodes that ended this iteration (on every rank)."""
     lengths: torch.Tensor
     """(E,) their lengths [policy steps]."""
 
@@ -147,7 +158,9 @@ class OnPolicyRunner(Generic[S]):
 
     ``env`` saves and restores its worlds (``state_dict`` / ``load_state_dict``) for an exact
     resume. Attributes a caller reads: ``iteration``, ``env_steps``, ``history`` (rows so far),
-    ``out`` and ``ckpt_dir``.
+    ``out``, ``ckpt_dir`` and ``ranks`` (:data:`~scenefactory.rl.distributed.SINGLE` unless
+    ``torchrun`` started the run: then ``env`` holds this rank's worlds and ``alg`` reduces over
+    the ranks).
     """
 
     def __init__(
@@ -158,9 +171,11 @@ class OnPolicyRunner(Generic[S]):
         alg: Algorithm,
         hooks: RunnerHooks[S],
         out_dir: str | os.PathLike[str],
+        ranks: Ranks = SINGLE,
     ) -> None:
         """A fresh run at iteration 0; :meth:`resume` continues a saved one."""
         self.settings = settings
+        self.ranks = ranks
         self.env, self.vec, self.alg, self.hooks = env, vec, alg, hooks
         self.out = Path(out_dir)
         self.ckpt_dir = self.out / "checkpoints"
@@ -178,7 +193,18 @@ class OnPolicyRunner(Generic[S]):
         """Continue the run saved in ``data`` (read from ``path`` and checked against this run's
         spec by the task): networks, optimizer, counters, history, and the saved worlds and
         generators; a checkpoint from before exact resume restarts the worlds and continues the
-        generators (:meth:`RunnerHooks.restore_draws`)."""
+        generators (:meth:`RunnerHooks.restore_draws`). A data-parallel run resumes with as many
+        ranks as saved it, each from its own saved worlds and generators."""
+        saved_ranks = data.get("world_size", 1)
+        if saved_ranks != self.ranks.world_size:
+            how = f"torchrun --nproc_per_node {saved_ranks}"
+            how = "one process (no torchrun)" if saved_ranks == 1 else how
+            raise CheckpointError(
+                f"{path}: cannot resume, it was saved by {saved_ranks} training process(es) and this run "
+                f"has {self.ranks.world_size}: each rank continues its own worlds, so resume with {how} "
+                "(or use another --out folder)"
+            )
+        data = self.ranks.own_state(path, data)
         require_finite_state(data.get("actor_state_dict"), path, "actor_state_dict")
         try:
             load_training_state(self.alg, data)
@@ -198,9 +224,24 @@ class OnPolicyRunner(Generic[S]):
             torch.set_rng_state(data["torch_rng"])
             self.hooks.restore_draws(path, data)
 
-    def payload(self) -> dict[str, Any]:
+    def rank_state(self) -> dict[str, Any]:
+        """What differs between the ranks of a data-parallel run: the worlds, every generator, the
+        running episode sums and the task's own fields."""
+        state = {
+            "torch_rng": torch.get_rng_state(),
+            "rng": global_rng_state(),
+            "env_state": self.env.state_dict(),
+            RETURN_SUM[0]: self.return_sum.clone(),
+            LENGTH_SUM[0]: self.length_sum.clone(),
+        }
+        state.update(self.hooks.payload())
+        return state
+
+    def payload(self, rank_states: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Everything a checkpoint holds: the algorithm's state, the run's identity and counters,
-        the worlds and every generator (plain data only), and the task's own fields."""
+        the worlds and every generator (plain data only), and the task's own fields; with
+        ``rank_states`` (every rank's :meth:`rank_state`, rank 0 first), ``world_size`` and the
+        other ranks' states too."""
         s = self.settings
         saved = training_state(self.alg)
         saved.update(
@@ -215,52 +256,64 @@ class OnPolicyRunner(Generic[S]):
                 "ppo_cfg": asdict(s.ppo),
                 "spec": json.loads(json.dumps(s.spec)),
                 "history": self.history,
-                "torch_rng": torch.get_rng_state(),
-                "rng": global_rng_state(),
-                "env_state": self.env.state_dict(),
-                RETURN_SUM[0]: self.return_sum.clone(),
-                LENGTH_SUM[0]: self.length_sum.clone(),
             }
         )
-        saved.update(self.hooks.payload())
+        if rank_states is None:
+            saved.update(self.rank_state())
+        else:
+            saved.update(rank_states[0])
+            saved.update(world_size=len(rank_states), rank_states=rank_states[1:])
         return saved
 
     def save(self) -> Path:
-        """Write ``model_<it>.pt`` and ``latest.pt`` atomically; returns the latest path."""
-        return save_iteration(self.ckpt_dir, self.iteration, self.payload())
+        """Write ``model_<it>.pt`` and ``latest.pt`` atomically; returns the latest path. Every rank
+        calls it: rank 0 gathers the others' :meth:`rank_state` and alone writes."""
+        if not self.ranks.distributed:
+            return save_iteration(self.ckpt_dir, self.iteration, self.payload())
+        states = self.ranks.gather_to_main(self.rank_state())
+        if states is None:
+            return self.ckpt_dir / LATEST
+        return save_iteration(self.ckpt_dir, self.iteration, self.payload(states))
 
     # ------------------------------------------------------------------------------------- loop
 
     def run(self, on_iteration: Callable[[S], None] | None = None) -> list[dict[str, Any]]:
         """Train until ``settings.iterations`` iterations are done (continuing a resumed run),
-        calling ``on_iteration`` with each iteration's statistics; returns the history rows."""
-        total = self.settings.iterations
+        calling ``on_iteration`` with each iteration's statistics; returns the history rows. Only rank
+        0 writes; rank 0's parameters are broadcast to the others first."""
+        total, main = self.settings.iterations, self.ranks.main
         if self.iteration >= total:
-            if self.iteration > total:
+            if self.iteration > total and main:
                 warn(
                     f"{self.out} already holds {self.iteration} iterations, more than the "
                     f"{total} asked for: nothing trained, its config.json and checkpoints "
                     "are left as they are"
                 )
             return self.history
-        self.out.mkdir(parents=True, exist_ok=True)
-        write_json(self.out / "config.json", self.settings.spec)
-        writer = SummaryWriter(log_dir=str(self.out / "tensorboard"), flush_secs=10)
+        writer: SummaryWriter | None = None
+        if main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            write_json(self.out / "config.json", self.settings.spec)
+            writer = SummaryWriter(log_dir=str(self.out / "tensorboard"), flush_secs=10)
+        if self.ranks.distributed:
+            self.alg.broadcast_parameters()  # fresh, resumed or initialized: rank 0's networks
         obs = self.vec.get_observations()
         self.alg.train_mode()
         try:
             while self.iteration < total:
                 stats, obs = self._iteration(obs)
                 self.history.append(self.hooks.row(stats))
-                for tag, value in self.hooks.scalars(stats, self.alg).items():
-                    writer.add_scalar(tag, value, self.iteration)
-                write_json(self.out / "history.json", self.history)
+                if writer is not None:
+                    for tag, value in self.hooks.scalars(stats, self.alg).items():
+                        writer.add_scalar(tag, value, self.iteration)
+                    write_json(self.out / "history.json", self.history)
                 if self.iteration % self.settings.ppo.save_interval == 0 or self.iteration == total:
                     self.save()
                 if on_iteration is not None:
                     on_iteration(stats)
         finally:
-            writer.close()
+            if writer is not None:
+                writer.close()
         return self.history
 
     def _iteration(self, obs: Any) -> tuple[S, Any]:
@@ -291,16 +344,17 @@ class OnPolicyRunner(Generic[S]):
             hooks.after_returns(alg)
         losses = hooks.update(alg, self.iteration)
         t2 = time.perf_counter()
+        steps = t_steps * n * self.ranks.world_size
         self.iteration += 1
-        self.env_steps += t_steps * n
+        self.env_steps += steps
         rollout = Rollout(
             iteration=self.iteration,
             env_steps=self.env_steps,
-            steps=t_steps * n,
+            steps=steps,
             collect_s=t1 - t0,
             learn_s=t2 - t1,
-            losses={k: float(v) for k, v in losses.items()},
-            returns=torch.cat(returns) if returns else torch.zeros(0),
-            lengths=torch.cat(lengths) if lengths else torch.zeros(0),
+            losses=dict(zip(losses, self.ranks.mean([float(v) for v in losses.values()]), strict=True)),
+            returns=self.ranks.cat(torch.cat(returns) if returns else torch.zeros(0)),
+            lengths=self.ranks.cat(torch.cat(lengths) if lengths else torch.zeros(0)),
         )
         return hooks.stats(rollout, alg), obs
