@@ -37,6 +37,7 @@ from scenefactory.bounds import (
     positive,
 )
 from scenefactory.cli.argtypes import out_path
+from scenefactory.errors import UserError
 
 SEED = IntRange(0, MAX_SEED)
 ENVS = positive(MAX_ENVS)
@@ -44,6 +45,27 @@ EPISODES = positive(MAX_EPISODES)
 LATENCY_MS = FloatRange(0.0, MAX_LATENCY_MS, what="a latency in ms")
 SCALE = FloatRange(0.0, MAX_SCALE, what="a scale")
 WEIGHT = FloatRange(-MAX_WEIGHT, MAX_WEIGHT, what="a weight")
+TILE_KINDS = ("random", "slope_up", "slope_down", "stairs_up", "stairs_down", "steps")
+"""``go1.config.TERRAIN_KINDS``, spelled out so that ``--help`` loads no Go1 stack (a test checks
+they agree)."""
+LEVEL = IntRange(0, 99)
+GO1_ENGINE_HELP = "physics of the worlds: mujoco (MuJoCo C on CPU threads; default) or mujoco-warp"
+GO1_DEVICE_HELP = (
+    "where MuJoCo Warp's worlds run: cpu (default) or cuda[:N] (the Go1 task and its policy run on the "
+    "CPU: on a GPU the state is copied to the host every physics step)"
+)
+
+
+def physics(args: argparse.Namespace) -> Any:
+    """``--engine`` and ``--device`` as a :class:`~scenefactory.engines.mjwarp.PhysicsBackend`, the
+    device checked (a :class:`~scenefactory.errors.UserError` names what does not fit)."""
+    from scenefactory.engines.mjwarp import PhysicsBackend, check_device
+
+    device = str(check_device(args.device))
+    try:
+        return PhysicsBackend(args.engine, device)
+    except ValueError as exc:
+        raise UserError(f"--engine {args.engine} --device {args.device}: {exc}") from exc
 
 
 def _term_weight(text: str) -> tuple[str, float]:
@@ -67,6 +89,8 @@ def add_task_parser(command: str, tasks: Any) -> None:
     t = tasks.add_parser("go1", help=helps[command])
     t.add_argument("--seed", type=SEED, default=0)
     t.add_argument("--out", type=out_path, required=True)
+    t.add_argument("--engine", choices=("mujoco", "mujoco-warp"), default="mujoco", help=GO1_ENGINE_HELP)
+    t.add_argument("--device", default="cpu", help=GO1_DEVICE_HELP)
     if command == "train":
         t.add_argument("--envs", type=ENVS, default=1024, help="robots simulated in parallel")
         t.add_argument("--iterations", type=positive(MAX_ITERATIONS), default=1500)
@@ -152,6 +176,24 @@ def add_task_parser(command: str, tasks: Any) -> None:
             help="distil the actor from this Go1 policy (DAgger: the student acts, the teacher labels) "
             "instead of PPO; fine-tune the result with --init-from",
         )
+        t.add_argument(
+            "--whole-body",
+            action="store_true",
+            help="also command trunk height 0.20-0.34 m, pitch +-0.3 rad and roll +-0.2 rad (with "
+            "--init-from a velocity-only policy, the new inputs start at zero weight)",
+        )
+        t.add_argument(
+            "--terrain",
+            choices=("flat", "rough", *TILE_KINDS),
+            default="flat",
+            help="ground: flat (default), rough (a grid of every tile kind with a level curriculum) or one "
+            "tile kind; the critic reads a height scan (--init-from a flat policy needs --critic-warmup N)",
+        )
+        t.add_argument(
+            "--height-scan-actor",
+            action="store_true",
+            help="the actor reads the height scan too (with --init-from a blind policy, at zero weight)",
+        )
     elif command == "bench":
         t.add_argument("--envs", type=ENVS, default=1024)
         t.add_argument("--steps", type=positive(MAX_BENCH_STEPS), default=50)
@@ -171,6 +213,33 @@ def add_task_parser(command: str, tasks: Any) -> None:
                 type=SCALE,
                 default=1.0,
                 help="joint damping and dry friction x this in every robot (default 1)",
+            )
+            t.add_argument(
+                "--terrain",
+                choices=("rough", *TILE_KINDS),
+                default=None,
+                help="add the terrain table: traversal success, falls and tracking at 0.5 and 1.0 m/s on "
+                "each tile kind (rough: all of them) and level",
+            )
+            t.add_argument(
+                "--level",
+                type=LEVEL,
+                nargs="+",
+                default=None,
+                help="terrain levels to evaluate (default: every level; needs --terrain)",
+            )
+            t.add_argument(
+                "--controller",
+                choices=("policy", "model-based"),
+                default="policy",
+                help="what to evaluate: the policy (default) or the model-based trot baseline "
+                "(no --checkpoint)",
+            )
+            t.add_argument(
+                "--fixed-episodes",
+                action="store_true",
+                help="the earlier protocol: nominal robot and each row's exact command in every episode "
+                "(default: worlds, commands within the row's cell and start states differ)",
             )
         if command == "render":
             t.add_argument(
@@ -235,13 +304,22 @@ def train(args: argparse.Namespace) -> int:
         teacher=args.teacher,
         critic_warmup=args.critic_warmup,
         privileged_actor=args.privileged_actor,
+        whole_body=args.whole_body,
+        terrain=args.terrain,
+        height_scan_actor=args.height_scan_actor,
     )
     trainer = jobs.train(
         jobs.Go1TrainArgs(
-            out=args.out, envs=args.envs, iterations=args.iterations, seed=args.seed, recipe=recipe
+            out=args.out,
+            envs=args.envs,
+            iterations=args.iterations,
+            seed=args.seed,
+            recipe=recipe,
+            physics=physics(args),
         )
     )
-    print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
+    if trainer.ranks.main:  # torchrun: rank 0 reports
+        print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
     return 0
 
 
@@ -258,6 +336,11 @@ def evaluate(args: argparse.Namespace) -> int:
             quick=args.quick,
             latency_ms=args.latency_ms,
             joint_scale=args.joint_scale,
+            terrain=args.terrain,
+            levels=None if args.level is None else tuple(args.level),
+            controller=args.controller,
+            fixed_episodes=args.fixed_episodes,
+            physics=physics(args),
         )
     )
     print(json.dumps(result["summary"]))
@@ -270,7 +353,11 @@ def bench(args: argparse.Namespace) -> int:
 
     print(
         json.dumps(
-            jobs.bench(jobs.Go1BenchArgs(out=args.out, envs=args.envs, steps=args.steps, seed=args.seed))
+            jobs.bench(
+                jobs.Go1BenchArgs(
+                    out=args.out, envs=args.envs, steps=args.steps, seed=args.seed, physics=physics(args)
+                )
+            )
         )
     )
     return 0
@@ -281,7 +368,13 @@ def render(args: argparse.Namespace) -> int:
     from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
 
     video = jobs.render(
-        jobs.Go1RenderArgs(out=args.out, checkpoint=args.checkpoint, seconds=args.seconds, seed=args.seed)
+        jobs.Go1RenderArgs(
+            out=args.out,
+            checkpoint=args.checkpoint,
+            seconds=args.seconds,
+            seed=args.seed,
+            physics=physics(args),
+        )
     )
     print(json.dumps({"video": str(video)}))
     return 0

@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from scenefactory.engines.mjwarp import PhysicsBackend
 from scenefactory.go1 import rewards as r
 from scenefactory.go1 import robot as go1
 from scenefactory.go1.rewards import REWARD_FUNCTIONS
@@ -91,6 +92,41 @@ class CommandConfig:
             raise ValueError("need 0 <= standing_prob < 1 and resample_s > 0")
         if not 0 <= self.pure_turn_prob < 1:
             raise ValueError(f"pure_turn_prob must be in [0, 1), got {self.pure_turn_prob}")
+
+
+@dataclass(frozen=True)
+class WholeBodyConfig:
+    """Whole-body commands beside the planar velocity: trunk height [m] above the floor, body pitch
+    and roll [rad] (``rewards`` module docstring for the angles' definition and signs).
+
+    Off by default (the velocity-only task: 3 commands). When ``enabled``, the command vector is
+    6 wide (vx, vy, yaw rate, height, pitch, roll) in the observations, the rewards track it
+    (``go1.whole_body.whole_body_task``) and each command draw also draws the body command: with
+    probability ``nominal_prob`` ``(nominal_height_m, 0, 0)``, else height, pitch and roll
+    independently uniform in their ranges (no curriculum). A policy trained without it keeps
+    ``nominal_height_m`` and a level trunk."""
+
+    enabled: bool = False
+    height_m: tuple[float, float] = (0.20, 0.34)
+    pitch_rad: tuple[float, float] = (-0.3, 0.3)
+    roll_rad: tuple[float, float] = (-0.2, 0.2)
+    nominal_height_m: float = go1.HOME_HEIGHT_M
+    nominal_prob: float = 0.2
+
+    def __post_init__(self) -> None:
+        """Validate ranges."""
+        for name in ("height_m", "pitch_rad", "roll_rad"):
+            _pair(name, *getattr(self, name))
+        if not self.height_m[0] > 0 or not self.height_m[0] <= self.nominal_height_m <= self.height_m[1]:
+            raise ValueError(
+                f"height_m {self.height_m} must be positive and hold nominal_height_m {self.nominal_height_m}"
+            )
+        for name in ("pitch_rad", "roll_rad"):
+            lo, hi = getattr(self, name)
+            if not -1.0 <= lo <= 0.0 <= hi <= 1.0:
+                raise ValueError(f"{name} must hold 0 within [-1, 1] rad, got ({lo}, {hi})")
+        if not 0 <= self.nominal_prob <= 1:
+            raise ValueError(f"nominal_prob must be in [0, 1], got {self.nominal_prob}")
 
 
 @dataclass(frozen=True)
@@ -148,6 +184,122 @@ class NoiseConfig:
     joint_vel_radps: float = 1.5
 
 
+TERRAIN_KINDS = ("random", "slope_up", "slope_down", "stairs_up", "stairs_down", "steps")
+"""Tile kinds of a rough-terrain grid (``go1.terrain`` draws each; "up" and "down" as seen from the
+tile's centre, where a robot starts)."""
+
+
+@dataclass(frozen=True)
+class TerrainConfig:
+    """The ground of the Go1 worlds: the flat plane (``kind="flat"``, the default and every run made
+    before terrain) or a grid of tiles in one MuJoCo height field (``go1.terrain``).
+
+    ``kind``: ``"flat"``; ``"rough"`` (columns of the kinds in ``proportions``, Isaac Lab's rough
+    terrain); or one of :data:`TERRAIN_KINDS` (every column that kind). Rows are difficulty levels
+    ``0 … num_levels − 1``: a tile of level ``l`` takes ``lo + l/(num_levels − 1)·(hi − lo)`` of
+    each ``(lo, hi)`` range below (random ground ±amplitude, slope angle, stair step height, block
+    height). Robots start at their tile's centre; with ``curriculum`` a robot is promoted or demoted
+    one level when its episode ends (``go1.curriculum``), starting on levels ``0 … max_init_level``
+    (or the top level, if lower).
+
+    The height scan (``scan_size_m`` around the base, every ``scan_spacing_m``, yaw-aligned: 187
+    points by default) is in the critic's observations on any terrain but flat, and in the actor's
+    too with ``height_scan_actor`` (also on flat ground, where it reads the plane)."""
+
+    kind: str = "flat"
+    num_levels: int = 10
+    num_cols: int = 10
+    tile_size_m: float = 8.0
+    border_m: float = 8.0
+    horizontal_scale_m: float = 0.1
+    proportions: tuple[tuple[str, float], ...] = (
+        ("random", 0.2),
+        ("slope_up", 0.1),
+        ("slope_down", 0.1),
+        ("stairs_up", 0.2),
+        ("stairs_down", 0.2),
+        ("steps", 0.2),
+    )
+    rough_amplitude_m: tuple[float, float] = (0.01, 0.10)
+    slope_deg: tuple[float, float] = (2.5, 25.0)
+    step_height_m: tuple[float, float] = (0.025, 0.25)
+    step_width_m: float = 0.3
+    block_height_m: tuple[float, float] = (0.02, 0.20)
+    block_size_m: float = 0.45
+    platform_m: float = 2.0
+    edge_m: float = 0.5
+    seed: int = 0
+    curriculum: bool = True
+    max_init_level: int = 4
+    height_scan_actor: bool = False
+    scan_size_m: tuple[float, float] = (1.6, 1.0)
+    scan_spacing_m: float = 0.1
+    scan_clip_m: float = 1.0
+    scan_noise_m: float = 0.05
+    """Uniform noise half-width on the actor's scan (when the task has sensor noise)."""
+
+    def __post_init__(self) -> None:
+        """Validate kinds, sizes and ranges."""
+        kinds = ("flat", "rough", *TERRAIN_KINDS)
+        if self.kind not in kinds:
+            raise ValueError(f"terrain kind must be one of {kinds}, got '{self.kind}'")
+        if self.num_levels < 1 or self.num_cols < 1 or self.max_init_level < 0:
+            raise ValueError(
+                f"need num_levels >= 1, num_cols >= 1 and max_init_level >= 0, got "
+                f"{self.num_levels}, {self.num_cols}, {self.max_init_level}"
+            )
+        cells = self.tile_size_m / self.horizontal_scale_m
+        if not self.horizontal_scale_m > 0 or abs(cells - round(cells)) > 1e-6:
+            raise ValueError(
+                f"tile_size_m ({self.tile_size_m}) must be a whole multiple of horizontal_scale_m "
+                f"({self.horizontal_scale_m})"
+            )
+        inner = self.tile_size_m / 2 - self.edge_m
+        if self.border_m < 0 or self.edge_m < 0 or not 0 <= self.platform_m / 2 < inner:
+            raise ValueError(
+                f"need border_m, edge_m >= 0 and platform_m / 2 < tile_size_m / 2 - edge_m, got "
+                f"{self.border_m}, {self.edge_m}, {self.platform_m}"
+            )
+        names = [k for k, _ in self.proportions]
+        if set(names) - set(TERRAIN_KINDS) or len(set(names)) != len(names):
+            raise ValueError(f"proportions must name distinct kinds of {TERRAIN_KINDS}, got {names}")
+        if any(w < 0 for _, w in self.proportions) or not sum(w for _, w in self.proportions) > 0:
+            raise ValueError(f"proportions must be >= 0 with a positive sum, got {self.proportions}")
+        for name in ("rough_amplitude_m", "slope_deg", "step_height_m", "block_height_m"):
+            lo, hi = getattr(self, name)
+            _pair(name, lo, hi)
+            if lo < 0:
+                raise ValueError(f"{name} must be >= 0, got ({lo}, {hi})")
+        if not self.slope_deg[1] < 60:
+            raise ValueError(f"slope_deg must stay below 60, got {self.slope_deg}")
+        if not self.step_width_m > 0 or not self.block_size_m > 0:
+            raise ValueError("step_width_m and block_size_m must be positive")
+        if min(self.scan_size_m) < 0 or not self.scan_spacing_m > 0 or not self.scan_clip_m > 0:
+            raise ValueError("need scan_size_m >= 0, scan_spacing_m > 0 and scan_clip_m > 0")
+        if self.scan_noise_m < 0:
+            raise ValueError(f"scan_noise_m must be >= 0, got {self.scan_noise_m}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the worlds stand on a height field (any kind but flat)."""
+        return self.kind != "flat"
+
+    @property
+    def scans(self) -> bool:
+        """Whether the task computes a height scan (on terrain, or for an actor that reads one)."""
+        return self.enabled or self.height_scan_actor
+
+
+def terrain_config_from_dict(data: dict[str, Any] | None) -> TerrainConfig:
+    """Inverse of ``asdict(TerrainConfig)``; ``None`` (a config saved before terrain) is flat ground."""
+    if data is None:
+        return TerrainConfig()
+    d: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    if "proportions" in d:
+        d["proportions"] = tuple((str(k), float(w)) for k, w in d["proportions"])
+    return TerrainConfig(**d)
+
+
 def _default_rewards() -> tuple[RewardTerm, ...]:
     return (
         RewardTerm("track_lin_vel_xy", r.track_lin_vel_xy, 1.5),
@@ -187,10 +339,14 @@ class Go1TaskConfig:
     fall_tilt_deg: float = 60.0
     feet_air_time_threshold_s: float = 0.5
     commands: CommandConfig = field(default_factory=CommandConfig)
+    whole_body: WholeBodyConfig = field(default_factory=WholeBodyConfig)
+    terrain: TerrainConfig = field(default_factory=TerrainConfig)
     randomization: RandomizationConfig | None = field(default_factory=RandomizationConfig)
     pushes: PushConfig | None = field(default_factory=PushConfig)
     noise: NoiseConfig | None = field(default_factory=NoiseConfig)
     rewards: tuple[RewardTerm, ...] = field(default_factory=_default_rewards)
+    physics: PhysicsBackend = field(default_factory=PhysicsBackend)
+    """MuJoCo C (the default) or MuJoCo Warp on a device, for the worlds (``engines.mjwarp``)."""
 
     def __post_init__(self) -> None:
         """Check rates and sizes."""
@@ -210,6 +366,9 @@ class Go1TaskConfig:
         names = [t.name for t in self.rewards]
         if len(set(names)) != len(names):
             raise ValueError(f"reward term names must be unique, got {names}")
+        body = [t.name for t in self.rewards if t.fn in r.WHOLE_BODY_FUNCTIONS]
+        if body and not self.whole_body.enabled:
+            raise ValueError(f"reward terms {body} read whole-body commands: need whole_body.enabled")
 
     @property
     def decimation(self) -> int:
@@ -272,6 +431,9 @@ def task_config_from_dict(data: dict[str, Any]) -> Go1TaskConfig:
     rnd, push, noise = d.pop("randomization"), d.pop("pushes"), d.pop("noise")
     return Go1TaskConfig(
         commands=CommandConfig(**tup(d.pop("commands"))),
+        whole_body=WholeBodyConfig(**tup(d.pop("whole_body", {}))),  # absent before whole-body commands
+        terrain=terrain_config_from_dict(d.pop("terrain", None)),  # absent before terrain
+        physics=PhysicsBackend(**d.pop("physics", {})),  # absent before the mujoco-warp backend
         randomization=None if rnd is None else RandomizationConfig(**tup(rnd)),
         pushes=None if push is None else PushConfig(**tup(push)),
         noise=None if noise is None else NoiseConfig(**noise),

@@ -19,18 +19,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import mujoco
 import numpy as np
 import torch
 
-from scenefactory.engines.mjbatch import BatchedSim
+from scenefactory.engines.mjwarp import make_sim
 from scenefactory.go1 import observations as obs_terms
 from scenefactory.go1 import robot as go1
 from scenefactory.go1.config import Go1TaskConfig
+from scenefactory.go1.curriculum import TerrainCurriculum
 from scenefactory.go1.frames import gravity_in_body
 from scenefactory.go1.randomization import Randomizer
 from scenefactory.go1.rewards import track_ang_vel_z, track_lin_vel_xy
 from scenefactory.go1.state import LocoState
+from scenefactory.go1.terrain import generate, go1_model, height_scan, scan_points_b, yaw_of
+from scenefactory.go1.whole_body import full_commands, sample_body_commands
 
 CONTACT_FORCE_N = 1.0
 """Foot normal force above which a foot counts as on the ground."""
@@ -77,11 +79,11 @@ class Go1Env:
         self.cfg = cfg
         self.num_envs = cfg.num_envs
         self.num_actions = go1.NUM_JOINTS
-        self.model = mujoco.MjModel.from_xml_string(
-            go1.go1_mjcf(timestep_s=1.0 / cfg.physics_hz, with_visuals=False)
-        )
+        self.terrain = generate(cfg.terrain) if cfg.terrain.enabled else None
+        """The rough-terrain grid all worlds share (``None``: the flat floor; ``go1.terrain``)."""
+        self.model = go1_model(1.0 / cfg.physics_hz, self.terrain)
         self.index = go1.Go1Index.from_model(self.model)
-        self.sim = BatchedSim(self.model, cfg.num_envs, nthread)
+        self.sim = make_sim(self.model, cfg.num_envs, cfg.physics, nthread)  # MuJoCo C, or Warp: cfg.physics
         self._qpos, self._qvel = self.sim.bind("qpos"), self.sim.bind("qvel")
         self._ctrl, self._sensor_view = self.sim.bind("ctrl"), self.sim.bind("sensordata")
         self._sensordata = self._sensor_view
@@ -94,7 +96,7 @@ class Go1Env:
         rng_half = np.diff(go1.joint_ranges(), axis=1)[:, 0] / 2
         self._soft_limits = _t(np.stack([rng_mid - 0.9 * rng_half, rng_mid + 0.9 * rng_half], axis=1))
         self._home_t = _t(self.q_home)
-        self.command = np.zeros((n, 3))
+        self.command = np.zeros((n, len(obs_terms.command_names(cfg.whole_body.enabled))))
         self.actions = np.zeros((n, j))
         self.prev_actions = np.zeros((n, j))
         self._prev_target = np.tile(self.q_home, (n, 1))
@@ -110,7 +112,17 @@ class Go1Env:
         self.yaw_fraction = cfg.commands.initial_fraction
         self._ep_track = np.zeros((n, 2))
         self._ended_track: list[np.ndarray] = []
-        self._history = np.zeros((n, cfg.history, obs_terms.FRAME_DIM), dtype=np.float32)
+        frame_dim = obs_terms.frame_dim(cfg.whole_body.enabled)
+        self._history = np.zeros((n, cfg.history, frame_dim), dtype=np.float32)
+        self.curriculum: TerrainCurriculum | None = None
+        """Each robot's tile and its level's curriculum (``go1.curriculum``); ``None`` on flat ground."""
+        if self.terrain is not None:
+            t = cfg.terrain
+            self.curriculum = TerrainCurriculum(
+                n, t.num_levels, t.num_cols, t.max_init_level, t.tile_size_m, self.rng
+            )
+        self._scan_points = scan_points_b(cfg.terrain)
+        self._actor_scan = np.zeros((n, len(self._scan_points) if cfg.terrain.height_scan_actor else 0))
         self.reset(np.arange(n))
         if randomize_episode_start:
             self.step_count[:] = self.rng.integers(0, cfg.max_steps, n)
@@ -140,12 +152,16 @@ class Go1Env:
         if self.cfg.commands.pure_turn_prob > 0:  # no extra draw otherwise: older runs reproduce
             cmd[self.rng.random(ids.size) < self.cfg.commands.pure_turn_prob, :2] = 0.0
         cmd[self.rng.random(ids.size) < self.cfg.commands.standing_prob] = 0.0
+        if self.cfg.whole_body.enabled:  # drawn with the velocity command, after it
+            cmd = np.concatenate([cmd, sample_body_commands(self.cfg.whole_body, self.rng, ids.size)], axis=1)
         self.command[ids] = cmd
         self._cmd_timer[ids] = self.cfg.commands.resample_s
 
     def hold_commands(self, command: np.ndarray) -> None:
-        """Fix every robot's command to ``command`` (N, 3) for good (evaluation)."""
-        self._held_command = np.asarray(command, dtype=np.float64).reshape(self.num_envs, 3).copy()
+        """Fix every robot's command to ``command`` (N, 3) for good (evaluation); with whole-body
+        commands (N, 6), or (N, 3) at the nominal body command."""
+        cmd = np.asarray(command, dtype=np.float64).reshape(self.num_envs, -1)
+        self._held_command = full_commands(cmd, self.cfg.whole_body, self.num_envs)
         self.command[:] = self._held_command
 
     def update_curriculum(self) -> dict[str, float]:
@@ -166,19 +182,24 @@ class Go1Env:
 
     # --------------------------------------------------------------------------------- resets
 
-    def reset(self, ids: np.ndarray) -> None:
-        """Re-randomize and restart robots ``ids`` at the home pose (random heading, small kicks)."""
+    def reset(self, ids: np.ndarray, yaw_rad: np.ndarray | None = None) -> None:
+        """Re-randomize and restart robots ``ids`` at the home pose (random heading, or ``yaw_rad``
+        (n,); small kicks), on terrain at their tile's origin."""
         ids = np.asarray(ids, dtype=np.int64)
         if ids.size == 0:
             return
         n = ids.size
         self.randomizer.sample(ids, self.rng)
-        yaw = self.rng.uniform(-math.pi, math.pi, n)
+        yaw = self.rng.uniform(-math.pi, math.pi, n) if yaw_rad is None else np.asarray(yaw_rad, dtype=float)
         qpos = np.zeros((n, self.model.nq))
         qpos[:, 2] = go1.HOME_HEIGHT_M
         qpos[:, 3] = np.cos(yaw / 2)
         qpos[:, 6] = np.sin(yaw / 2)
         qpos[:, self.index.joint_qpos] = self.q_home + self.rng.uniform(-0.1, 0.1, (n, go1.NUM_JOINTS))
+        if self.curriculum is not None and self.terrain is not None:  # at its tile's origin
+            origin = self.terrain.origins_m[self.curriculum.levels[ids], self.curriculum.cols[ids]]
+            qpos[:, 0:3] += origin
+            self.curriculum.begin(ids, origin[:, :2])
         self._qpos[ids] = qpos
         qvel = np.zeros((n, self.model.nv))
         qvel[:, 0:2] = self.rng.uniform(-0.3, 0.3, (n, 2))
@@ -201,6 +222,7 @@ class Go1Env:
             self._push_timer[ids] = self.rng.uniform(*self.cfg.pushes.interval_s, n)
         frame = obs_terms.actor_frame(self._read_state_arrays(), self.cfg.noise, self.rng)[ids]
         self._history[ids] = frame[:, None, :]
+        self._observe_scan(ids)
 
     STATE = (
         "command",
@@ -246,6 +268,7 @@ class Go1Env:
             "held_command": None
             if self._held_command is None
             else torch.from_numpy(self._held_command.copy()),
+            "terrain": self._terrain_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -275,6 +298,7 @@ class Go1Env:
             raise ValueError(
                 f"Go1 environment state lacks 'sim.sensordata' of shape {self._sensor_view.shape}"
             )
+        self._load_terrain_state(state.get("terrain"))
         self.sim.load_state_dict(state["sim"], set_const=self.randomizer.cfg is not None)
         # the sensors as the saved run's last substep left them, until the next physics step
         self._sensordata = sensors.numpy().copy()
@@ -313,7 +337,7 @@ class Go1Env:
             "lin_vel_b": sd[:, ix.local_linvel],
             "ang_vel_b": sd[:, ix.gyro],
             "gravity_b": gravity_in_body(quat),
-            "height_m": self._qpos[:, 2],
+            "height_m": self._qpos[:, 2] if self.terrain is None else self._qpos[:, 2] - self.ground_m(),
             "joint_pos": self._qpos[:, ix.joint_qpos],
             "joint_vel": self._qvel[:, ix.joint_qvel],
             "home": self.q_home,
@@ -327,7 +351,61 @@ class Go1Env:
         arrays = self._read_state_arrays()
         actor = _t(self._history.reshape(self.num_envs, -1))
         critic = _t(obs_terms.critic_obs(arrays, self.randomizer.privileged()))
+        if self.cfg.terrain.scans:  # the height scan last: the critic's, and the actor's when it reads one
+            critic = torch.cat([critic, _t(self.height_scan())], dim=1)
+            actor = torch.cat([actor, _t(self._actor_scan)], dim=1)
         return actor, critic
+
+    def teacher_params(self, params_dim: int) -> torch.Tensor | None:
+        """(N, params_dim) the randomized parameters a privileged teacher of ``params_dim`` inputs
+        reads (with the joint damping scale when it has room for it); ``None`` for ``params_dim`` 0."""
+        if not params_dim:
+            return None
+        with_joint = params_dim == self.randomizer.privileged(joint_scale=False).shape[1] + 1
+        return torch.as_tensor(self.randomizer.privileged(joint_scale=with_joint), dtype=torch.float32)
+
+    # -------------------------------------------------------------------------------- terrain
+
+    def ground_m(self) -> np.ndarray:
+        """(N,) ground height under each base [m] (0 on the flat floor)."""
+        if self.terrain is None:
+            return np.zeros(self.num_envs)
+        return self.terrain.height_at(self._qpos[:, 0:2])
+
+    def height_scan(self) -> np.ndarray:
+        """(N, P) the clean height scan: base height above the ground at each point of
+        ``terrain.scan_points_b`` (yaw-aligned) minus the nominal trunk height, clipped."""
+        t = self.cfg.terrain
+        heights_at = None if self.terrain is None else self.terrain.height_at
+        pos, yaw = self._qpos[:, 0:3], yaw_of(self._qpos[:, 3:7])
+        return height_scan(heights_at, pos, yaw, self._scan_points, go1.HOME_HEIGHT_M, t.scan_clip_m)
+
+    def _observe_scan(self, ids: np.ndarray) -> None:
+        """The actor's scan of robots ``ids`` now, with sensor noise when the task has noise."""
+        t = self.cfg.terrain
+        if not t.height_scan_actor or ids.size == 0:
+            return
+        scan = self.height_scan()[ids]
+        if self.cfg.noise is not None and t.scan_noise_m > 0:
+            scan = scan + self.rng.uniform(-t.scan_noise_m, t.scan_noise_m, scan.shape)
+        self._actor_scan[ids] = scan
+
+    def _terrain_state(self) -> dict[str, torch.Tensor] | None:
+        if not self.cfg.terrain.scans:
+            return None
+        state = {} if self.curriculum is None else self.curriculum.state_dict()
+        return {**state, "actor_scan": torch.from_numpy(self._actor_scan.copy())}
+
+    def _load_terrain_state(self, state: Any) -> None:
+        if not self.cfg.terrain.scans:
+            return
+        scan = state.get("actor_scan") if isinstance(state, Mapping) else None
+        if not isinstance(scan, torch.Tensor) or tuple(scan.shape) != self._actor_scan.shape:
+            shape = self._actor_scan.shape
+            raise ValueError(f"Go1 environment state lacks 'terrain.actor_scan' of shape {shape}")
+        if self.curriculum is not None:
+            self.curriculum.load_state_dict(state)
+        self._actor_scan[...] = scan.numpy()
 
     # ----------------------------------------------------------------------------------- step
 
@@ -415,12 +493,18 @@ class Go1Env:
         ended = np.nonzero(done)[0]
         if ended.size:
             self._ended_track.append(self._ep_track[ended] / self.step_count[ended, None])
+        if self.curriculum is not None:  # promote or demote robots whose episode ended
+            self.curriculum.advance(self.command[:, :2], cfg.dt)
+            if cfg.terrain.curriculum:
+                end_xy = self._qpos[ended, 0:2]
+                self.curriculum.end(ended, end_xy, fallen[ended], cfg.episode_length_s, self.rng)
 
         self._cmd_timer -= cfg.dt
         self._sample_commands(np.nonzero((self._cmd_timer <= 0) & ~done)[0])
         frame = obs_terms.actor_frame(arrays, cfg.noise, self.rng)
         self._history = np.roll(self._history, 1, axis=1)
         self._history[:, 0] = frame
+        self._observe_scan(np.arange(self.num_envs))
         self.reset(ended)
         actor, critic = self.observations()
         return LocoStep(

@@ -17,18 +17,23 @@ from typing import Any
 import torch
 
 from scenefactory.checkpoint import load_checkpoint, save_checkpoint
+from scenefactory.engines.mjwarp import PhysicsBackend
 from scenefactory.errors import UserError
 from scenefactory.go1 import evaluation as ev
-from scenefactory.go1.config import Go1TaskConfig, RewardTerm, nominal
+from scenefactory.go1.config import Go1TaskConfig, RewardTerm, TerrainConfig, nominal
 from scenefactory.go1.deploy import check
 from scenefactory.go1.deploy.check import FLOOR, TOLERANCE, sim2sim
 from scenefactory.go1.deploy.export import export_go1
 from scenefactory.go1.deploy.robot import SIM2SIM, TRAINING_SIM
 from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 from scenefactory.go1.env import Go1Env
+from scenefactory.go1.model_based import ModelBasedController
 from scenefactory.go1.render import render_go1
 from scenefactory.go1.rewards import track_ang_vel_z_fine
-from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
+from scenefactory.go1.terrain_eval import terrain_eval_config, terrain_report, terrain_summary
+from scenefactory.go1.train import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
+from scenefactory.go1.whole_body import whole_body_task
+from scenefactory.go1.whole_body_eval import whole_body_report, whole_body_summary
 from scenefactory.io import atomic_write_text, write_json
 
 SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_robust.pt"
@@ -49,7 +54,11 @@ class RecipeOptions:
     a recurrent actor (``"gru"`` or ``"lstm"``, hidden width); ``teacher``: distil the actor from
     this policy instead of PPO (exploration noise :data:`DISTILL_ACTION_STD`); ``critic_warmup``:
     PPO iterations with the actor frozen at the start (see :class:`Go1TrainSpec`);
-    ``privileged_actor``: the actor also reads the randomized parameters (a teacher to distil)."""
+    ``privileged_actor``: the actor also reads the randomized parameters (a teacher to distil);
+    ``whole_body``: trunk height, pitch and roll commands too (``go1.whole_body``; with ``init_from``
+    a velocity-only policy, the new inputs start at zero weight, ``go1.widen``); ``terrain``: the
+    ground (``"flat"``, ``"rough"`` or one tile kind, ``config.TerrainConfig``, with its curriculum
+    and the critic's height scan); ``height_scan_actor``: the actor reads the height scan too."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -64,6 +73,9 @@ class RecipeOptions:
     teacher: Path | None = None
     critic_warmup: int = 0
     privileged_actor: bool = False
+    whole_body: bool = False
+    terrain: str = "flat"
+    height_scan_actor: bool = False
 
 
 DISTILL_ACTION_STD = 0.2
@@ -89,6 +101,15 @@ def train_spec(
     base = Go1TaskConfig(num_envs=envs)
     if options.history is not None:
         base = replace(base, history=options.history)
+    if options.whole_body:
+        base = whole_body_task(base)
+    if options.height_scan_actor and options.terrain == "flat":
+        raise UserError("--height-scan-actor needs --terrain (rough or a tile kind): flat ground has no scan")
+    try:
+        ground = TerrainConfig(kind=options.terrain, height_scan_actor=options.height_scan_actor)
+        base = replace(base, terrain=ground)
+    except ValueError as exc:
+        raise UserError(f"--terrain {options.terrain}: {exc}") from exc
     rewards = base.rewards
     if options.yaw_precision_weight:
         rewards += (RewardTerm("track_ang_vel_z_fine", track_ang_vel_z_fine, options.yaw_precision_weight),)
@@ -145,19 +166,22 @@ def train_spec(
 @dataclass(frozen=True, kw_only=True)
 class Go1TrainArgs:
     """Arguments of ``train go1``: ``envs`` robots in parallel, ``iterations`` PPO iterations (or
-    distillation rounds, :attr:`RecipeOptions.teacher`), the ``recipe`` beyond size and seed."""
+    distillation rounds, :attr:`RecipeOptions.teacher`), the ``recipe`` beyond size and seed, the
+    worlds on ``physics`` (MuJoCo C, or MuJoCo Warp on a device; the task and PPO stay on the CPU)."""
 
     out: Path
     envs: int = 1024
     iterations: int = 1500
     seed: int = 0
     recipe: RecipeOptions = field(default_factory=RecipeOptions)
+    physics: PhysicsBackend = field(default_factory=PhysicsBackend)
 
 
 def train(args: Go1TrainArgs) -> Go1Trainer:
     """Train (or resume) a Go1 policy into ``args.out``; one progress line per iteration."""
     iterations = args.iterations
-    trainer = Go1Trainer(train_spec(args.envs, iterations, args.seed, args.recipe), args.out)
+    spec = train_spec(args.envs, iterations, args.seed, args.recipe)
+    trainer = Go1Trainer(replace(spec, task=replace(spec.task, physics=args.physics)), args.out)
     start = time.perf_counter()
     first = trainer.iteration
 
@@ -170,12 +194,18 @@ def train(args: Go1TrainArgs) -> Go1Trainer:
             f"falls {row['fall_fraction']:.2f}  track lin {row.get('term_track_lin_vel_xy', 0):.2f} "
             f"yaw {row.get('term_track_ang_vel_z', 0):.2f}  curriculum {row['curriculum_lin_fraction']:.2f}/"
             f"{row['curriculum_yaw_fraction']:.2f}  {row['steps_per_s']:.0f} steps/s  eta {eta / 60:.1f} min"
-            + (f"  behaviour loss {row['loss_behavior']:.4f}" if "loss_behavior" in row else ""),
+            + (f"  behaviour loss {row['loss_behavior']:.4f}" if "loss_behavior" in row else "")
+            + "".join(
+                f"  {k} {row[f'term_track_{k}']:.2f}"
+                for k in ("base_height", "body_pitch", "body_roll")
+                if f"term_track_{k}" in row
+            )
+            + (f"  terrain level {row['terrain_level']:.2f}" if "terrain_level" in row else ""),
             file=sys.stderr,
             flush=True,
         )
 
-    trainer.run(progress)
+    trainer.run(progress if trainer.ranks.main else None)  # torchrun: rank 0 reports
     return trainer
 
 
@@ -192,7 +222,8 @@ def resolve_checkpoint(checkpoint: Path | None) -> Path:
 class Go1EvalArgs:
     """Arguments of ``eval go1``: the policy of ``checkpoint`` (``None``: the shipped one),
     ``episodes`` per table row, ``quick`` (short episodes, a smoke test), and one action latency
-    [ms] and joint damping/friction scale in every robot (0 and 1: the nominal robot)."""
+    [ms] and joint damping/friction scale in every robot (0 and 1: the nominal robot); ``terrain``
+    (``"rough"`` or a tile kind) adds the terrain table of ``levels`` (``None``: every level)."""
 
     out: Path
     checkpoint: Path | None = None
@@ -201,6 +232,47 @@ class Go1EvalArgs:
     quick: bool = False
     latency_ms: float = 0.0
     joint_scale: float = 1.0
+    terrain: str | None = None
+    levels: tuple[int, ...] | None = None
+    controller: str = "policy"
+    """``"policy"`` or ``"model-based"`` (the trot baseline of ``go1.model_based``; no checkpoint)."""
+    fixed_episodes: bool = False
+    """The earlier protocol (``evaluation.EvalConfig.fixed_episodes``): nominal robot, exact commands."""
+    physics: PhysicsBackend = field(default_factory=PhysicsBackend)
+    """The evaluation's worlds: MuJoCo C, or MuJoCo Warp on a device (whatever the policy trained on)."""
+
+
+CONTROLLERS = ("policy", "model-based")
+"""What ``eval go1 --controller`` measures."""
+
+
+def eval_controller(
+    controller: str, checkpoint: Path | None
+) -> tuple[Path | None, Go1Policy | ModelBasedController]:
+    """The checkpoint (``None`` for the baseline) and controller ``eval go1`` measures: the policy
+    of ``checkpoint`` (``None``: the shipped one), or the model-based trot on the shipped policy's
+    task (so that both run in the same worlds with the same commands; the default task without it)."""
+    if controller not in CONTROLLERS:
+        raise UserError(f"eval go1 --controller {controller}: expected one of {', '.join(CONTROLLERS)}")
+    if controller == "model-based":
+        if checkpoint is not None:
+            raise UserError("eval go1 --controller model-based takes no --checkpoint (it has no weights)")
+        task = load_go1_policy(SHIPPED_POLICY).task_cfg if SHIPPED_POLICY.is_file() else Go1TaskConfig()
+        return None, ModelBasedController(task)
+    path = resolve_checkpoint(checkpoint)
+    return path, load_go1_policy(path, privileged=True)
+
+
+def on_physics(
+    policy: Go1Policy | ModelBasedController, physics: PhysicsBackend
+) -> Go1Policy | ModelBasedController:
+    """``policy`` whose task (from which evaluation and rendering build their worlds) runs on
+    ``physics`` instead of what its checkpoint recorded."""
+    task = replace(policy.task_cfg, physics=physics)
+    if isinstance(policy, Go1Policy):
+        return replace(policy, task_cfg=task)
+    policy.task_cfg = task
+    return policy
 
 
 def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
@@ -209,16 +281,29 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
     (a privileged teacher is given its world's parameters)."""
     episodes, seed, out = args.episodes, args.seed, args.out
     latency_ms, joint_scale = args.latency_ms, args.joint_scale
-    path = resolve_checkpoint(args.checkpoint)
-    policy = load_go1_policy(path, privileged=True)
+    path, policy = eval_controller(args.controller, args.checkpoint)
+    policy = on_physics(policy, args.physics)
     try:
-        cfg = ev.EvalConfig(episodes=episodes, latency_ms=latency_ms, joint_scale=joint_scale)
+        cfg = ev.EvalConfig(
+            episodes=episodes,
+            latency_ms=latency_ms,
+            joint_scale=joint_scale,
+            fixed_episodes=args.fixed_episodes,
+        )
         ev.condition(policy.task_cfg, cfg)
     except ValueError as exc:
         raise UserError(f"eval go1 --latency-ms {latency_ms:g} --joint-scale {joint_scale:g}: {exc}") from exc
     if args.quick:
         cfg = ev.quick(cfg)
+    try:
+        terrain = terrain_eval_config(args.terrain, args.levels, policy.task_cfg, episodes, args.quick)
+    except ValueError as exc:
+        raise UserError(f"eval go1 --terrain/--level: {exc}") from exc
     world = "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions"
+    if not cfg.fixed_episodes:
+        world = "episodes that differ (below), flat floor, no noise, no random pushes; mean actions"
+    if args.controller == "model-based":
+        world += "; the model-based trot controller (go1.model_based) through the same actuator path"
     if not cfg.nominal:
         world += (
             f"; action latency {latency_ms:g} ms and joint damping/friction x{joint_scale:g} in every world"
@@ -228,17 +313,30 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
     t0 = time.perf_counter()
     tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed)
     pushes = ev.push_table(policy.task_cfg, policy, cfg, seed)
+    whole_body = ev.whole_body_rows(policy.task_cfg, policy, cfg, seed)  # None: velocity-only policy
+    summary = ev.summarize_go1(tracking, pushes)
+    if whole_body is not None:
+        summary.update(whole_body_summary(whole_body))
+    terrain_rows = ev.terrain_rows(policy.task_cfg, policy, cfg, terrain, seed)  # None: no --terrain
+    if terrain_rows is not None:
+        summary.update(terrain_summary(terrain_rows))
     result = {
-        "checkpoint": str(path),
+        "checkpoint": None if path is None else str(path),
+        "controller": args.controller,
         "policy": policy.meta,
         "seed": seed,
         "eval_config": asdict(cfg),
         "world": world,
+        "episodes": ev.variation(policy.task_cfg, cfg),
         "tracking": tracking,
         "push_recovery": pushes,
-        "summary": ev.summarize_go1(tracking, pushes),
+        "summary": summary,
         "wall_s": time.perf_counter() - t0,
     }
+    if whole_body is not None:
+        result["whole_body"] = whole_body
+    if terrain_rows is not None:
+        result["terrain"] = terrain_rows
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "metrics.json", result)
     atomic_write_text(out / "report.md", go1_report(result))
@@ -254,7 +352,10 @@ def go1_report(result: dict[str, Any]) -> str:
     lines = [
         "# Go1 evaluation",
         "",
-        f"Policy: `{result['checkpoint']}` ({result['policy']}); seed {result['seed']}; {result['world']}.",
+        f"Policy: `{result['checkpoint']}` ({result['policy']}); seed {result['seed']}; {result['world']}."
+        if result.get("controller", "policy") == "policy"
+        else f"Controller: model-based trot ({result['policy']}); seed {result['seed']}; {result['world']}.",
+        *ev.variation_report(result.get("episodes")),
         "",
         "| vx m/s | vy m/s | yaw rad/s | episodes | lin. error m/s [95% CI] | yaw error rad/s [95% CI] "
         "| achieved vx / vy / yaw | fall rate [95% CI] |",
@@ -283,6 +384,8 @@ def go1_report(result: dict[str, Any]) -> str:
             f"| {p['push_mps']:.1f} | {p['trials']} | {p['recovered']} "
             f"| {p['recovery_rate']:.3f} {_ci(p['recovery_rate_ci95'])} |"
         )
+    lines += whole_body_report(result.get("whole_body", []))
+    lines += terrain_report(result.get("terrain", []))
     lines += ["", "Summary: " + ", ".join(f"{k} = {v:.3f}" for k, v in result["summary"].items()), ""]
     return "\n".join(lines)
 
@@ -299,6 +402,8 @@ def export(args: Go1ExportArgs) -> dict[str, Path]:
     """ONNX + sidecar for deployment, and ``policy.pt`` (actor only, the shippable checkpoint)."""
     path = resolve_checkpoint(args.checkpoint)
     policy = load_go1_policy(path)
+    if policy.task_cfg.terrain.height_scan_actor:
+        raise UserError(f"{path}: its actor reads a height scan, which the ONNX runner's robot cannot give")
     paths = export_go1(policy, args.out)
     paths["policy"] = save_actor_only(path, args.out / "policy.pt")
     return paths
@@ -451,12 +556,14 @@ def save_actor_only(checkpoint: Path, dest: Path) -> Path:
 
 @dataclass(frozen=True, kw_only=True)
 class Go1BenchArgs:
-    """Arguments of ``bench go1``: ``envs`` robots stepped ``steps`` times after a warm-up."""
+    """Arguments of ``bench go1``: ``envs`` robots stepped ``steps`` times after a warm-up, on
+    ``physics`` (MuJoCo C, or MuJoCo Warp on a device)."""
 
     out: Path
     envs: int = 1024
     steps: int = 50
     seed: int = 0
+    physics: PhysicsBackend = field(default_factory=PhysicsBackend)
 
 
 def bench(args: Go1BenchArgs) -> dict[str, Any]:
@@ -464,7 +571,7 @@ def bench(args: Go1BenchArgs) -> dict[str, Any]:
     ``out/bench.json``."""
     envs, steps, seed, out = args.envs, args.steps, args.seed, args.out
     print(f"bench go1: {envs} robots, timing {steps} steps after a warm-up ...", file=sys.stderr)
-    env = Go1Env(Go1TaskConfig(num_envs=envs), seed=seed)
+    env = Go1Env(Go1TaskConfig(num_envs=envs, physics=args.physics), seed=seed)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(5):
         env.step(0.3 * torch.randn(envs, 12, generator=gen))
@@ -479,6 +586,7 @@ def bench(args: Go1BenchArgs) -> dict[str, Any]:
         "physics_hz": env.cfg.physics_hz,
         "policy_hz": env.cfg.policy_hz,
         "threads": torch.get_num_threads(),
+        "physics": asdict(args.physics),
         "env_steps_per_s": envs * steps / wall,
         "physics_steps_per_s": envs * steps * env.cfg.decimation / wall,
         "seed": seed,
@@ -491,16 +599,18 @@ def bench(args: Go1BenchArgs) -> dict[str, Any]:
 @dataclass(frozen=True, kw_only=True)
 class Go1RenderArgs:
     """Arguments of ``render go1``: the policy of ``checkpoint`` (``None``: the shipped one) walking
-    ``seconds`` through a command sequence."""
+    ``seconds`` through a command sequence, on ``physics``."""
 
     out: Path
     checkpoint: Path | None = None
     seconds: float = 16.0
     seed: int = 0
+    physics: PhysicsBackend = field(default_factory=PhysicsBackend)
 
 
 def render(args: Go1RenderArgs) -> Path:
     """MP4 of the policy following a command sequence (MuJoCo's offscreen renderer) →
     ``out/go1.mp4``."""
     policy = load_go1_policy(resolve_checkpoint(args.checkpoint))
+    policy = replace(policy, task_cfg=replace(policy.task_cfg, physics=args.physics))
     return render_go1(policy, args.out / "go1.mp4", seconds=args.seconds, seed=args.seed)

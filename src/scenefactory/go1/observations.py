@@ -13,6 +13,10 @@ slice    size  quantity
 33:45    12    last action
 =======  ====  =====================================================================
 
+With whole-body commands (``config.WholeBodyConfig.enabled``) the command slice is 6 wide —
+vx, vy, yaw rate, trunk height [m], pitch [rad], roll [rad] at 6:12 — and every later slice moves
+by 3: a 48-value frame (:func:`frame_layout`).
+
 The actor gets ``history`` such frames, newest first, with uniform sensor noise on the measured
 parts. No base linear velocity: a real Go1 has no sensor for it. The critic gets one clean frame,
 then base linear velocity (3), trunk height (1), foot contacts (4) and the randomized physical
@@ -40,13 +44,44 @@ PARAMS_START = FRAME_DIM + 3 + 1 + 4
 PRIVILEGED_DIM = 3 + 1 + 4 + 20
 CRITIC_DIM = FRAME_DIM + PRIVILEGED_DIM
 """The critic's width without joint damping/friction randomization (one more with it)."""
+VELOCITY_COMMANDS = ("vx_mps", "vy_mps", "yaw_radps")
+WHOLE_BODY_COMMANDS = ("height_m", "pitch_rad", "roll_rad")
+"""The commands a whole-body frame adds, in order, after the velocity command."""
+COMMAND_START = 6
+"""First column of the command slice in a frame."""
+
+
+def command_names(whole_body: bool) -> tuple[str, ...]:
+    """The command slice's entries, in order: 3, or 6 with whole-body commands."""
+    return VELOCITY_COMMANDS + (WHOLE_BODY_COMMANDS if whole_body else ())
+
+
+def frame_dim(whole_body: bool) -> int:
+    """Values per actor frame: :data:`FRAME_DIM`, 3 more with whole-body commands."""
+    return FRAME_DIM + (len(WHOLE_BODY_COMMANDS) if whole_body else 0)
+
+
+def frame_layout(whole_body: bool) -> tuple[tuple[str, int, int], ...]:
+    """(name, start, stop) of each slice of an actor frame: :data:`FRAME_LAYOUT` with the command
+    slice widened to 6 for whole-body commands."""
+    extra = frame_dim(whole_body) - FRAME_DIM
+    return tuple(
+        (name, a + (extra if a > COMMAND_START else 0), b + (extra if b > COMMAND_START else 0))
+        for name, a, b in FRAME_LAYOUT
+    )
+
+
+def params_start(whole_body: bool) -> int:
+    """First critic column of the randomized parameters (:data:`PARAMS_START` without whole-body
+    commands)."""
+    return frame_dim(whole_body) + 3 + 1 + 4
 
 
 def actor_frame(
     arrays: dict[str, np.ndarray], noise: NoiseConfig | None = None, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """(N, 45) float32 actor frame from the state arrays, with uniform noise from ``rng`` when
-    ``noise`` is set."""
+    """(N, 45) float32 actor frame (48 with whole-body commands: ``arrays["command"]`` (N, 6)) from
+    the state arrays, with uniform noise from ``rng`` when ``noise`` is set."""
     gyro = arrays["ang_vel_b"]
     grav = arrays["gravity_b"]
     qrel = arrays["joint_pos"] - arrays["home"]

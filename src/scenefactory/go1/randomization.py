@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from scenefactory.engines.mjbatch import BatchedSim
+from scenefactory.engines.mjwarp import WarpSim
 from scenefactory.go1.config import RandomizationConfig
 from scenefactory.go1.robot import NUM_JOINTS, Go1Index
 
@@ -20,7 +21,7 @@ class Randomizer:
     """Draws and applies per-world physical parameters; arrays are (N, ...) numpy."""
 
     def __init__(
-        self, sim: BatchedSim, index: Go1Index, cfg: RandomizationConfig | None, physics_hz: float
+        self, sim: BatchedSim | WarpSim, index: Go1Index, cfg: RandomizationConfig | None, physics_hz: float
     ) -> None:
         """Start every world at the nominal parameters."""
         n = sim.num_worlds
@@ -74,7 +75,7 @@ class Randomizer:
             dofs, scale = ix.joint_qvel, self.joint_friction_scale[ids][:, None]
             self._dof_damping[rows, dofs] = self._damping0[dofs] * scale
             self._dof_frictionloss[rows, dofs] = self._frictionloss0[dofs] * scale
-        self.sim.batch.set_const(ids)
+        self.sim.set_const(ids)
 
     def privileged(self, joint_scale: bool | None = None) -> np.ndarray:
         """(N, 20) drawn parameters for the critic: μ, Δm, ΔCoM (3), strength (12), Kp, Kd, latency

@@ -5,6 +5,15 @@ policy step (so weights follow Isaac Lab / legged_gym's per-second convention). 
 kernels are ``exp(−e²/σ)`` with σ = 0.25 (m/s)² or (rad/s)², as in both recipes; the optional
 fine yaw kernel (σ = 0.01 (rad/s)²) keeps a gradient where the coarse one is flat (errors below
 0.1 rad/s), which is what holds a turn's rate when the dynamics change.
+
+Whole-body commands (``config.WholeBodyConfig``; ``state.command`` is then (N, 6): vx, vy, yaw
+rate, trunk height [m], pitch [rad], roll [rad]) are tracked with kernels ``exp(−e²/σ²)``, σ =
+:data:`HEIGHT_SIGMA_M` for the height and :data:`ATTITUDE_SIGMA_RAD` for pitch and roll, and
+:func:`attitude_error_sq` replaces the flat-orientation penalty (it is that penalty measured from
+the commanded attitude instead of from level). Pitch and roll are the Z-Y-X Euler angles of the
+trunk, read from the projected gravity ``g_b`` (so independent of yaw): pitch
+``θ = atan2(g_x, √(g_y² + g_z²))``, positive nose down; roll ``φ = atan2(−g_y, −g_z)``, positive
+right side down; inversely ``g_b = (sin θ, −sin φ cos θ, −cos φ cos θ)``.
 """
 
 from __future__ import annotations
@@ -15,6 +24,10 @@ from scenefactory.go1.state import LocoState
 
 TRACKING_SIGMA = 0.25
 FINE_YAW_SIGMA = 0.01
+HEIGHT_SIGMA_M = 0.05
+"""Width of the height kernel: 0.85 at a 0.02 m error, 0.08 at 0.08 m (the nominal 0.28 m against 0.20)."""
+ATTITUDE_SIGMA_RAD = 0.15
+"""Width of the pitch and roll kernels: 0.89 at a 0.05 rad error, 0.02 at 0.3 rad."""
 
 
 def track_lin_vel_xy(s: LocoState) -> torch.Tensor:
@@ -89,6 +102,61 @@ def fallen(s: LocoState) -> torch.Tensor:
     return s.fallen.float()
 
 
+def pitch_roll(gravity_b: torch.Tensor) -> torch.Tensor:
+    """(..., 2) trunk pitch and roll [rad] (module docstring) from the projected gravity (..., 3)."""
+    gx, gy, gz = gravity_b[..., 0], gravity_b[..., 1], gravity_b[..., 2]
+    pitch = torch.atan2(gx, torch.hypot(gy, gz))
+    roll = torch.atan2(-gy, -gz)
+    return torch.stack([pitch, roll], dim=-1)
+
+
+def gravity_from_pitch_roll(pitch_roll: torch.Tensor) -> torch.Tensor:
+    """(..., 3) the projected gravity of a trunk at pitch and roll (..., 2) [rad]: the inverse of
+    :func:`pitch_roll`."""
+    p, r = pitch_roll[..., 0], pitch_roll[..., 1]
+    return torch.stack([torch.sin(p), -torch.sin(r) * torch.cos(p), -torch.cos(r) * torch.cos(p)], dim=-1)
+
+
+def _body_command(s: LocoState) -> torch.Tensor:
+    if s.command.shape[-1] != 6:
+        raise ValueError(
+            f"a whole-body reward term needs (N, 6) commands (vx, vy, yaw, height, pitch, roll), "
+            f"got {tuple(s.command.shape)}: enable WholeBodyConfig"
+        )
+    return s.command[:, 3:6]
+
+
+def track_base_height(s: LocoState) -> torch.Tensor:
+    """``exp(−(h* − h)² / σ²)``, σ = 0.05 m: 1 when the trunk height matches the command."""
+    return torch.exp(-(_body_command(s)[:, 0] - s.height_m).square() / HEIGHT_SIGMA_M**2)
+
+
+def track_body_pitch(s: LocoState) -> torch.Tensor:
+    """``exp(−(θ* − θ)² / σ²)``, σ = 0.15 rad: 1 when the trunk pitch matches the command."""
+    err = _body_command(s)[:, 1] - pitch_roll(s.gravity_b)[:, 0]
+    return torch.exp(-err.square() / ATTITUDE_SIGMA_RAD**2)
+
+
+def track_body_roll(s: LocoState) -> torch.Tensor:
+    """``exp(−(φ* − φ)² / σ²)``, σ = 0.15 rad: 1 when the trunk roll matches the command."""
+    err = _body_command(s)[:, 2] - pitch_roll(s.gravity_b)[:, 1]
+    return torch.exp(-err.square() / ATTITUDE_SIGMA_RAD**2)
+
+
+def attitude_error_sq(s: LocoState) -> torch.Tensor:
+    """Squared xy distance of the body-frame gravity from the commanded attitude's:
+    :func:`flat_orientation_sq` when the command is level (≈ Δθ² + Δφ² for small errors)."""
+    want = gravity_from_pitch_roll(_body_command(s)[:, 1:3])
+    return (s.gravity_b[:, :2] - want[:, :2]).square().sum(-1)
+
+
+def stand_still_quiet(s: LocoState) -> torch.Tensor:
+    """Σ|q̇| [rad/s] when the velocity command is zero: stand without stepping, in whatever posture
+    the whole-body command asks for (:func:`stand_still` pulls toward the home pose instead)."""
+    idle = s.command[:, :2].norm(dim=-1) + s.command[:, 2].abs() < 0.1
+    return s.joint_vel.abs().sum(-1) * idle.float()
+
+
 REWARD_FUNCTIONS = {
     f.__name__: f
     for f in (
@@ -105,6 +173,13 @@ REWARD_FUNCTIONS = {
         joint_limit_violation,
         stand_still,
         fallen,
+        track_base_height,
+        track_body_pitch,
+        track_body_roll,
+        attitude_error_sq,
+        stand_still_quiet,
     )
 }
 """Term function name → function: how a saved config names its terms."""
+WHOLE_BODY_FUNCTIONS = frozenset({track_base_height, track_body_pitch, track_body_roll, attitude_error_sq})
+"""Terms that read the whole-body commands: only in a task with ``WholeBodyConfig.enabled``."""

@@ -189,10 +189,13 @@ def go1_mjcf(
     floor_friction: float = 1.0,
     with_visuals: bool = True,
     solver: SolverOptions | None = None,
+    ground: tuple[str, str] | None = None,
 ) -> str:
     """The MJCF of one Go1 on a flat floor (see the module docstring).
 
-    ``solver`` overrides the ``<option>`` settings (its timestep wins over ``timestep_s``)."""
+    ``solver`` overrides the ``<option>`` settings (its timestep wins over ``timestep_s``);
+    ``ground`` replaces the floor plane: (asset, worldbody) MJCF whose ground geom is named
+    ``floor`` (``go1.terrain.hfield_xml``, the rough-terrain height field)."""
     opt = solver or SolverOptions(timestep_s=timestep_s)
     legs = "".join(_leg_xml(leg) for leg in LEGS)
     q0 = default_joint_pos()
@@ -211,6 +214,13 @@ def go1_mjcf(
         if with_visuals
         else ""
     )
+    floor = (
+        '    <geom name="floor" type="plane" size="0 0 0.05" material="grid" contype="0" conaffinity="1"\n'
+        f'          priority="1" friction="{floor_friction} 0.005 0.0001"/>'
+    )
+    ground_asset = ""
+    if ground is not None:
+        ground_asset, floor = "\n" + ground[0], ground[1]
     return f"""<mujoco model="go1">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="{opt.timestep_s}" integrator="{opt.integrator}" cone="{opt.cone}" solver="{opt.solver}"
@@ -220,7 +230,7 @@ def go1_mjcf(
   <asset>
     <texture name="grid" type="2d" builtin="checker" rgb1="0.32 0.36 0.40" rgb2="0.26 0.30 0.34"
              width="512" height="512"/>
-    <material name="grid" texture="grid" texrepeat="1 1" texuniform="true"/>
+    <material name="grid" texture="grid" texrepeat="1 1" texuniform="true"/>{ground_asset}
   </asset>
   <default>
     <joint armature="{ARMATURE_KGM2}" damping="{JOINT_DAMPING_NMS}" frictionloss="{JOINT_FRICTIONLOSS_NM}"/>
@@ -230,8 +240,7 @@ def go1_mjcf(
   </default>
   <worldbody>
     <light pos="0 0 4" dir="0 0 -1" directional="true"/>
-    <geom name="floor" type="plane" size="0 0 0.05" material="grid" contype="0" conaffinity="1"
-          priority="1" friction="{floor_friction} 0.005 0.0001"/>
+{floor}
     <body name="trunk" pos="0 0 {HOME_HEIGHT_M}">
       <camera name="track" mode="trackcom" pos="0.15 -1.15 0.38" xyaxes="1 0 0 0 0.3 1"/>
       <freejoint name="root"/>

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +30,25 @@ from tensordict import TensorDict
 
 from scenefactory.checkpoint import load_checkpoint, require_keys
 from scenefactory.errors import CheckpointError
-from scenefactory.go1.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
+from scenefactory.go1.config import (
+    Go1TaskConfig,
+    TerrainConfig,
+    WholeBodyConfig,
+    task_config_from_dict,
+    task_config_to_dict,
+)
 from scenefactory.go1.env import Go1Env, LocoStep
-from scenefactory.go1.observations import FRAME_DIM, PARAMS_START
+from scenefactory.go1.observations import frame_dim, params_start
+from scenefactory.go1.terrain import scan_dim
+from scenefactory.go1.widen import widen_for_whole_body
 from scenefactory.rl.checkpoints import (
     checked_policy,
     load_actor_weights,
     require_same_run,
     resume_path,
 )
+from scenefactory.rl.distributed import SINGLE, Ranks, ranks_from_environ
+from scenefactory.rl.distributed import setup as setup_ranks
 from scenefactory.rl.ppo import (
     Algorithm,
     PPOConfig,
@@ -86,7 +96,9 @@ class Go1VecEnv:
         self.last: LocoStep | None = None
 
     def _td(self, actor: torch.Tensor, critic: torch.Tensor) -> TensorDict:
-        groups = {"policy": actor, "critic": critic, "params": critic[:, PARAMS_START:]}
+        start = params_start(self.env.cfg.whole_body.enabled)
+        stop = critic.shape[1] - scan_dim(self.env.cfg.terrain)  # the height scan comes last
+        groups = {"policy": actor, "critic": critic, "params": critic[:, start:stop]}
         return TensorDict(groups, batch_size=[self.num_envs])
 
     def get_observations(self) -> TensorDict:
@@ -184,7 +196,7 @@ def _checked(teacher: Path, spec: Go1TrainSpec) -> PPOConfig:
         raise CheckpointError(f"{teacher}: a distillation run starts from its teacher, not from init_from")
     data = load_checkpoint(teacher)
     _, ppo_cfg, saved_obs, _ = checked_policy(teacher, data, TASK, task_config_from_dict)
-    obs_dim = spec.task.history * FRAME_DIM
+    obs_dim = actor_obs_dim(spec.task)
     if saved_obs != obs_dim:
         raise CheckpointError(
             f"{teacher}: the teacher reads {saved_obs} observations, this task gives {obs_dim} "
@@ -197,13 +209,14 @@ class Go1Hooks(RunnerHooks[dict[str, Any]]):
     """Go1's part of the loop: reward terms, falls and time-outs per iteration, the critic
     warm-up and learning-rate ramp (:attr:`Go1TrainSpec.critic_warmup`), the command curriculum
     after each update, and the curriculum and robot draws in checkpoints. Its statistics are the
-    history row itself."""
+    history row itself. In a data-parallel run the statistics are of every rank's robots, and the
+    curriculum advances on every rank's finished episodes (so it stays the same on all ranks)."""
 
     resume_hint = " (a run with --joint-friction-dr made before its critic saw the joint damping scale?)"
 
-    def __init__(self, env: Go1Env, vec: Go1VecEnv, spec: Go1TrainSpec) -> None:
+    def __init__(self, env: Go1Env, vec: Go1VecEnv, spec: Go1TrainSpec, ranks: Ranks = SINGLE) -> None:
         """Hooks for training ``spec`` on ``env`` through ``vec``."""
-        self.env, self.vec, self.spec = env, vec, spec
+        self.env, self.vec, self.spec, self.ranks = env, vec, spec, ranks
         self.term_sums: dict[str, float] = {}
         """Each reward term's mean over the robots, summed over the rollout's steps."""
         self.falls = 0
@@ -243,8 +256,15 @@ class Go1Hooks(RunnerHooks[dict[str, Any]]):
 
     def stats(self, rollout: Rollout, alg: Algorithm) -> dict[str, Any]:
         """Advance the command curriculum; the iteration's history row."""
+        if self.ranks.distributed:
+            self._pool_curriculum()
         curriculum = self.env.update_curriculum()
         ln, t_steps = rollout.lengths, self.num_steps
+        if self.ranks.distributed:
+            self.falls, self.timeouts = (int(x) for x in self.ranks.sum([self.falls, self.timeouts]))
+            names = list(self.term_sums)  # the same terms, in the same order, on every rank
+            means = self.ranks.mean([self.term_sums[k] for k in names])
+            self.term_sums = dict(zip(names, means, strict=True))
         return {
             "iteration": rollout.iteration,
             "env_steps": rollout.env_steps,
@@ -258,7 +278,18 @@ class Go1Hooks(RunnerHooks[dict[str, Any]]):
             **{f"loss_{k}": v for k, v in rollout.losses.items()},
             **{f"term_{k}": v / t_steps for k, v in self.term_sums.items()},
             **{f"curriculum_{k}": v for k, v in curriculum.items()},
+            **({} if self.env.curriculum is None else {"terrain_level": self.env.curriculum.mean_level}),
         }
+
+    def _pool_curriculum(self) -> None:
+        """Every rank's tracking of the episodes ended since the curriculum last advanced, pooled
+        (their mean, weighted by episodes), in place of this rank's own."""
+        ended = self.env._ended_track  # (n_i, 2) blocks the curriculum averages
+        local = np.concatenate(ended) if ended else np.zeros((0, 2))
+        n, lin, yaw = self.ranks.sum([local.shape[0], *local.sum(axis=0)])
+        ended.clear()
+        if n:
+            ended.append(np.array([[lin / n, yaw / n]]))
 
     def row(self, stats: dict[str, Any]) -> dict[str, Any]:
         """The statistics are the row."""
@@ -297,7 +328,9 @@ RESUME_KEYS = ("task", "ppo", "seed", "init_from", "teacher", "critic_warmup")
 
 class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
     """PPO (or distillation) on :class:`Go1Env` with curriculum, checkpoints, resume, TensorBoard
-    and history: the shared :class:`~scenefactory.rl.runner.OnPolicyRunner` with :class:`Go1Hooks`."""
+    and history: the shared :class:`~scenefactory.rl.runner.OnPolicyRunner` with :class:`Go1Hooks`.
+    Started by ``torchrun``, each of the N ranks simulates ``spec.task.num_envs / N`` robots with
+    seed ``spec.seed + rank`` (:mod:`scenefactory.rl.distributed`); only rank 0 writes."""
 
     def __init__(
         self, spec: Go1TrainSpec, out_dir: str | os.PathLike[str], nthread: int | None = None
@@ -305,25 +338,30 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
         """Build env and algorithm; resume from ``out_dir/checkpoints/latest.pt`` if it exists,
         else start from ``spec.init_from`` or ``spec.teacher`` when given."""
         self.spec = spec
-        seed_everything(spec.seed)
-        env = Go1Env(spec.task, seed=spec.seed, nthread=nthread, randomize_episode_start=True)
+        robots = ranks_from_environ().share(spec.task.num_envs, "the run's robots (--envs)")  # first
+        ranks = setup_ranks("cpu")
+        seed = ranks.seed(spec.seed)
+        seed_everything(seed)
+        task = replace(spec.task, num_envs=robots)
+        env = Go1Env(task, seed=seed, nthread=nthread, randomize_episode_start=True)
         vec = Go1VecEnv(env)
         obs = vec.get_observations()
         alg: Algorithm
+        multi = ranks.rsl_multi_gpu()
         if spec.teacher is None:
-            alg = construct_ppo(obs, vec, spec.ppo)
+            alg = construct_ppo(obs, vec, spec.ppo, multi)
         else:
-            alg = construct_distillation(obs, vec, spec.ppo, _checked(Path(spec.teacher), spec))
+            alg = construct_distillation(obs, vec, spec.ppo, _checked(Path(spec.teacher), spec), multi)
         settings = RunSettings(
             task=TASK,
             spec=spec_to_dict(spec),
             task_cfg=task_config_to_dict(spec.task),
             ppo=spec.ppo,
-            obs_dim=spec.task.history * FRAME_DIM,
+            obs_dim=actor_obs_dim(spec.task),
             seed=spec.seed,
             iterations=spec.iterations,
         )
-        super().__init__(settings, env, vec, alg, Go1Hooks(env, vec, spec), out_dir)
+        super().__init__(settings, env, vec, alg, Go1Hooks(env, vec, spec, ranks), out_dir, ranks)
         self.env: Go1Env = env
         self.vec: Go1VecEnv = vec
         latest = resume_path(self.out)
@@ -351,16 +389,33 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
 
     def _init_from(self, path: Path) -> None:
         data = load_checkpoint(path)
-        _, _, saved_obs, _ = checked_policy(path, data, TASK, task_config_from_dict)
-        obs_dim = self.spec.task.history * FRAME_DIM
-        if saved_obs != obs_dim:
-            raise CheckpointError(
-                f"{path}: actor observations are {saved_obs} wide, this task's are {obs_dim}"
-            )
+        saved_task, _, saved_obs, _ = checked_policy(path, data, TASK, task_config_from_dict)
         alg: Any = self.alg  # a PPO
         actor = alg.get_policy()
         obs = self.vec.get_observations()
         inputs = torch.cat([obs[g] for g in self.spec.ppo.actor_obs_groups], dim=-1)
+        task = self.spec.task
+        if saved_task.whole_body.enabled != task.whole_body.enabled:
+            if saved_task.whole_body.enabled:
+                raise CheckpointError(f"{path}: its policy reads whole-body commands: fine-tune it with them")
+            if saved_task.history != task.history:
+                raise CheckpointError(
+                    f"{path}: its actor reads {saved_task.history} frames, this task's {task.history}"
+                )
+            # the new command inputs start at zero weight (go1.widen): the fine-tune starts as the old policy
+            group = self.spec.ppo.critic_obs_group
+            frames = task.history if group == "policy" else 1
+            data = widen_for_whole_body(data, task.history, inputs, obs[group], frames, alg)
+            saved_obs = actor_obs_dim(task)
+        obs_dim = actor_obs_dim(task)
+        scans = task.terrain.height_scan_actor and not saved_task.terrain.height_scan_actor
+        gained = scan_dim(task.terrain) if scans else 0
+        if gained and saved_obs == obs_dim - gained:  # a blind actor gains the height scan at zero weight
+            saved_obs = obs_dim
+        if saved_obs != obs_dim:
+            raise CheckpointError(
+                f"{path}: actor observations are {saved_obs} wide, this task's are {obs_dim}"
+            )
         actor_state = _widened(data["actor_state_dict"], inputs)
         critic = data.get("critic_state_dict")
         width = int(alg.critic.obs_dim)
@@ -398,6 +453,10 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
                 raise CheckpointError(
                     f"{path}: its run's 'spec.ppo' does not fit this version: {exc}"
                 ) from None
+        if isinstance(saved.get("task"), dict) and "whole_body" not in saved["task"]:  # saved before it
+            saved["task"] = {**saved["task"], "whole_body": _jsonable(asdict(WholeBodyConfig()))}
+        if isinstance(saved.get("task"), dict) and "terrain" not in saved["task"]:  # saved before terrain
+            saved["task"] = {**saved["task"], "terrain": _jsonable(asdict(TerrainConfig()))}
         require_same_run(path, saved, _jsonable(spec_to_dict(self.spec)), RESUME_KEYS)
         self.resume(path, data)
 
@@ -440,6 +499,13 @@ class Go1Policy:
             self.actor.reset(None if done is None else done.to(torch.float32))
 
 
+def actor_obs_dim(task: Go1TaskConfig) -> int:
+    """Width of the actor's ``policy`` observations: ``history`` frames of 45 (48 with whole-body
+    commands)."""
+    scan = scan_dim(task.terrain) if task.terrain.height_scan_actor else 0  # the height scan, last
+    return task.history * frame_dim(task.whole_body.enabled) + scan
+
+
 def _input_width(path: str | os.PathLike[str], state: dict[str, Any]) -> int:
     """All the values an actor's first layer reads, from its saved weights."""
     for key in ("obs_normalizer._mean", _first_layer(state) or ""):
@@ -455,10 +521,11 @@ def load_go1_policy(path: str | os.PathLike[str], privileged: bool = False) -> G
     data = load_checkpoint(path)
     task_cfg, ppo_cfg, obs_dim, state = checked_policy(path, data, TASK, task_config_from_dict)
     params_dim = 0
-    if obs_dim != task_cfg.history * FRAME_DIM:
+    if obs_dim != actor_obs_dim(task_cfg):
+        width = frame_dim(task_cfg.whole_body.enabled)
         raise CheckpointError(
             f"{path}: checkpoint field 'obs_dim' is {obs_dim}, its task config gives "
-            f"{task_cfg.history * FRAME_DIM} observations ({task_cfg.history} frames of {FRAME_DIM})"
+            f"{actor_obs_dim(task_cfg)} observations ({task_cfg.history} frames of {width})"
         )
     if ppo_cfg.actor_obs_groups != ("policy",):
         if not privileged:

@@ -7,7 +7,10 @@ frame's "last action" slot needs, and ``joint_targets`` (B, 12) [rad] = home + s
 the sidecar's joint order, for the robot's PD loop with the sidecar's gains. A recurrent policy
 also takes its state (``h_in``, and ``c_in`` for an LSTM; (layers, B, hidden), zeros after a
 reset) and returns the next one (``h_out``, ``c_out``); the sidecar's ``recurrent_state`` lists
-them (empty for a feed-forward policy).
+them (empty for a feed-forward policy). A policy with whole-body commands reads 48-value frames
+whose command slice is (vx, vy, yaw rate, height, pitch, roll); the sidecar's
+``observation.whole_body_commands`` names them, with their ranges and nominal values (``null``
+for a velocity-only policy).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import torch
 from torch import nn
 
 from scenefactory.go1 import robot as go1
-from scenefactory.go1.observations import FRAME_DIM, FRAME_LAYOUT
+from scenefactory.go1.config import WholeBodyConfig
+from scenefactory.go1.observations import WHOLE_BODY_COMMANDS, command_names, frame_dim, frame_layout
 from scenefactory.go1.train import Go1Policy
 from scenefactory.io import atomic_write_bytes, write_json
 
@@ -76,9 +80,32 @@ STATE_NAMES = (("h_in", "h_out"), ("c_in", "c_out"))
 """ONNX names of the recurrent state tensors (input, output), in :meth:`DeployPolicy.state_shapes` order."""
 
 
+def whole_body_sidecar(wb: WholeBodyConfig) -> dict[str, Any] | None:
+    """The sidecar's ``observation.whole_body_commands``: names, order, ranges, nominal values and
+    conventions of the whole-body commands (``None`` when the policy has none)."""
+    if not wb.enabled:
+        return None
+    return {
+        "names": list(WHOLE_BODY_COMMANDS),
+        "order": "in the frame's command slice after vx_mps, vy_mps, yaw_radps",
+        "ranges": {
+            "height_m": list(wb.height_m),
+            "pitch_rad": list(wb.pitch_rad),
+            "roll_rad": list(wb.roll_rad),
+        },
+        "nominal": [wb.nominal_height_m, 0.0, 0.0],
+        "conventions": (
+            "height_m: trunk origin above the floor; pitch_rad, roll_rad: Z-Y-X Euler angles of the trunk "
+            "from projected gravity g: pitch = atan2(g_x, hypot(g_y, g_z)), positive nose down; "
+            "roll = atan2(-g_y, -g_z), positive right side down"
+        ),
+    }
+
+
 def sidecar(policy: Go1Policy, onnx_sha256: str) -> dict[str, Any]:
     """The JSON sidecar: joint order, home pose, gains, observation layout and scales, rates."""
     cfg = policy.task_cfg
+    wb = cfg.whole_body
     return {
         "format": SIDECAR_FORMAT,
         "robot": "go1",
@@ -94,16 +121,19 @@ def sidecar(policy: Go1Policy, onnx_sha256: str) -> dict[str, Any]:
         "action_clip": cfg.action_clip,
         "observation": {
             "history": cfg.history,
-            "frame_dim": FRAME_DIM,
+            "frame_dim": frame_dim(wb.enabled),
             "order": "newest frame first; frames start as copies of the first frame after a reset",
-            "frame_layout": [{"name": n, "start": a, "stop": b} for n, a, b in FRAME_LAYOUT],
+            "frame_layout": [{"name": n, "start": a, "stop": b} for n, a, b in frame_layout(wb.enabled)],
+            "command_names": list(command_names(wb.enabled)),
             "scales": "none: raw SI units (rad, rad/s); normalization is inside the ONNX graph",
             "projected_gravity": "unit vector of world gravity (0, 0, -1) in the trunk frame",
             "command_ranges": {
                 "vx_mps": list(cfg.commands.vx_mps),
                 "vy_mps": list(cfg.commands.vy_mps),
                 "yaw_radps": list(cfg.commands.yaw_radps),
+                **(whole_body_sidecar(wb) or {}).get("ranges", {}),
             },
+            "whole_body_commands": whole_body_sidecar(wb),
         },
         "outputs": {
             "action": "clipped policy output (B, 12); feed back as the next frame's last action",
@@ -142,7 +172,7 @@ def export_go1(policy: Go1Policy, out_dir: str | os.PathLike[str]) -> dict[str, 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = DeployPolicy(policy).eval()
-    obs = torch.zeros(1, policy.task_cfg.history * FRAME_DIM)
+    obs = torch.zeros(1, policy.task_cfg.history * frame_dim(policy.task_cfg.whole_body.enabled))
     tmp = out / f".{ONNX_NAME}.tmp"
     with warnings.catch_warnings():  # the TorchScript exporter is deprecated upstream; torch is pinned
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -61,7 +61,9 @@ class RobotInterface(Protocol):
 
 FRAME_DIM = 45
 """Width of one observation frame: gyro 3, gravity 3, command 3, joint positions, velocities and the
-last action 12 each (:meth:`OnnxPolicyRunner.frame`)."""
+last action 12 each (:meth:`OnnxPolicyRunner.frame`); 3 more for whole-body commands."""
+WHOLE_BODY_COMMANDS = ["height_m", "pitch_rad", "roll_rad"]
+"""The sidecar's ``observation.whole_body_commands.names`` this runner feeds, after the velocity command."""
 NUM_JOINTS = 12
 MAX_HISTORY = 1000
 MAX_STATE_SIZE = 10_000_000
@@ -179,7 +181,10 @@ class OnnxPolicyRunner:
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise f.fail("onnx_sha256", "64 hex digits", meta["onnx_sha256"])
         self.history = f.integer("observation.history", 1, MAX_HISTORY)
-        self.frame_dim = f.integer("observation.frame_dim", FRAME_DIM, FRAME_DIM)
+        self.body_nominal = self._read_whole_body(f)
+        """(3,) nominal height, pitch, roll of a policy with whole-body commands, else ``None``."""
+        width = FRAME_DIM + (0 if self.body_nominal is None else len(WHOLE_BODY_COMMANDS))
+        self.frame_dim = f.integer("observation.frame_dim", width, width)
         names = f.get("joint_names", f"a list of {NUM_JOINTS} joint names")
         if (
             not isinstance(names, list)
@@ -228,6 +233,18 @@ class OnnxPolicyRunner:
         self._check_graph(side, onnx_path)
         self._state: dict[str, np.ndarray] = {}
         self.reset()
+
+    @staticmethod
+    def _read_whole_body(f: _Sidecar) -> np.ndarray | None:
+        """``observation.whole_body_commands``: its nominal values; absent or null: none."""
+        obs = f.get("observation", "an object")
+        if not isinstance(obs, dict) or obs.get("whole_body_commands") is None:
+            return None
+        field = "observation.whole_body_commands"
+        names = f.get(f"{field}.names", f"the list {WHOLE_BODY_COMMANDS}")
+        if names != WHOLE_BODY_COMMANDS:
+            raise f.fail(f"{field}.names", f"the list {WHOLE_BODY_COMMANDS}", names)
+        return f.numbers(f"{field}.nominal", len(WHOLE_BODY_COMMANDS), -10.0, 10.0)
 
     @staticmethod
     def _read_state_spec(f: _Sidecar) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -305,12 +322,21 @@ class OnnxPolicyRunner:
         self._state = {i: np.zeros(shape, dtype=np.float32) for i, _, shape in self._state_spec}
 
     def frame(self, r: SensorReading, command: np.ndarray) -> np.ndarray:
-        """(45,) one observation frame in the sidecar's layout."""
+        """(45,) one observation frame in the sidecar's layout (48 with whole-body commands)."""
+        cmd = np.asarray(command, dtype=np.float64).reshape(-1)
+        if self.body_nominal is not None and cmd.size == 3:  # a velocity command: at the nominal body
+            cmd = np.concatenate([cmd, self.body_nominal])
+        wanted = self.frame_dim - FRAME_DIM + 3
+        if cmd.size != wanted:
+            raise ValueError(
+                f"command must be (vx, vy, yaw rate){'' if wanted == 3 else ' [+ height, pitch, roll]'}, "
+                f"got {cmd.size} values"
+            )
         return np.concatenate(
             [
                 r.gyro_radps,
                 gravity_in_body(r.quat_wxyz),
-                np.asarray(command, dtype=np.float64),
+                cmd,
                 r.joint_pos_rad - self.home,
                 r.joint_vel_radps,
                 self._last_action,
@@ -318,7 +344,9 @@ class OnnxPolicyRunner:
         ).astype(np.float32)
 
     def act(self, r: SensorReading, command: np.ndarray) -> np.ndarray:
-        """(12,) joint targets [rad] for the reading and the (vx, vy, yaw rate) command."""
+        """(12,) joint targets [rad] for the reading and the (vx, vy, yaw rate) command; for a
+        policy with whole-body commands, (vx, vy, yaw rate, height, pitch, roll), or the first three
+        at the sidecar's nominal body command."""
         f = self.frame(r, command)
         if self._fresh:
             self._frames[:] = f

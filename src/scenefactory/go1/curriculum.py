@@ -1,0 +1,134 @@
+"""The terrain curriculum (Isaac Lab's ``terrain_levels_vel``) and each robot's tile.
+
+Every robot has a tile: a level (row of the grid, its difficulty) and a column (its kind); it
+starts each episode at that tile's origin. Columns are dealt out evenly over the robots in order
+(robot ``i`` of ``N`` gets column ``⌊i·C/N⌋``, as Isaac Lab) and stay; initial levels are uniform
+in ``0 … max_init_level``. When an episode ends (:func:`next_levels`):
+
+* a robot whose base ended farther than half a tile from where it started is **promoted** one level;
+* else one that covered less than half its commanded distance is **demoted** one level (not below 0).
+  The commanded distance is ``∫‖v*_xy‖ dt`` over the episode; for a robot that fell it is extended
+  at the episode's mean commanded speed to the full episode length (it did not finish);
+* a robot promoted beyond the top level is sent to a uniformly random level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+IntArray = npt.NDArray[np.int64]
+Array = npt.NDArray[np.float64]
+
+
+def initial_levels(num_envs: int, max_init_level: int, rng: np.random.Generator) -> IntArray:
+    """(N,) levels uniform in ``0 … max_init_level``."""
+    return rng.integers(0, max_init_level + 1, num_envs).astype(np.int64)
+
+
+def initial_columns(num_envs: int, num_cols: int) -> IntArray:
+    """(N,) columns dealt out evenly in robot order: ``⌊i·C/N⌋``."""
+    return (np.arange(num_envs) * num_cols // num_envs).astype(np.int64)
+
+
+def next_levels(
+    levels: IntArray,
+    distance_m: Array,
+    commanded_m: Array,
+    tile_size_m: float,
+    num_levels: int,
+    rng: np.random.Generator,
+) -> IntArray:
+    """(n,) levels after episodes that ended at ``distance_m`` (n,) from their start, having been
+    commanded ``commanded_m`` (n,) (module docstring); ``rng`` draws the random level of each robot
+    promoted beyond the top (and nothing else)."""
+    up = distance_m > tile_size_m / 2
+    down = (distance_m < 0.5 * commanded_m) & ~up
+    new = levels + up.astype(np.int64) - down.astype(np.int64)
+    top = new >= num_levels
+    if top.any():
+        new[top] = rng.integers(0, num_levels, int(top.sum()))
+    return np.maximum(new, 0)
+
+
+class TerrainCurriculum:
+    """Each robot's tile and the running sums its episode's promotion reads; arrays are (N, ...)."""
+
+    STATE = ("levels", "cols", "start_xy", "commanded_m", "elapsed_s")
+    """The arrays the next steps read (saved with the environment)."""
+
+    def __init__(
+        self,
+        num_envs: int,
+        num_levels: int,
+        num_cols: int,
+        max_init_level: int,
+        tile_size_m: float,
+        rng: np.random.Generator,
+    ) -> None:
+        """Deal the columns and draw the initial levels from ``rng``."""
+        self.num_levels, self.tile_size_m = num_levels, tile_size_m
+        self.levels = initial_levels(num_envs, min(max_init_level, num_levels - 1), rng)
+        self.cols = initial_columns(num_envs, num_cols)
+        self.start_xy = np.zeros((num_envs, 2))
+        """Where each robot started its episode [m]."""
+        self.commanded_m = np.zeros(num_envs)
+        """``∫‖v*_xy‖ dt`` over each robot's episode so far [m]."""
+        self.elapsed_s = np.zeros(num_envs)
+
+    def begin(self, ids: IntArray, start_xy: Array) -> None:
+        """Robots ``ids`` start an episode at ``start_xy`` (n, 2)."""
+        self.start_xy[ids] = start_xy
+        self.commanded_m[ids] = 0.0
+        self.elapsed_s[ids] = 0.0
+
+    def advance(self, command_xy: Array, dt: float) -> None:
+        """Every robot was commanded ``command_xy`` (N, 2) [m/s] for ``dt`` seconds."""
+        self.commanded_m += np.linalg.norm(command_xy, axis=1) * dt
+        self.elapsed_s += dt
+
+    def end(
+        self,
+        ids: IntArray,
+        end_xy: Array,
+        fell: npt.NDArray[np.bool_],
+        episode_s: float,
+        rng: np.random.Generator,
+    ) -> None:
+        """Promote or demote robots ``ids`` whose episodes ended at ``end_xy`` (n, 2), ``fell`` (n,)
+        telling which fell (module docstring)."""
+        if ids.size == 0:
+            return
+        distance = np.linalg.norm(end_xy - self.start_xy[ids], axis=1)
+        commanded = self.commanded_m[ids]
+        elapsed = np.maximum(self.elapsed_s[ids], 1e-9)
+        commanded = np.where(fell, commanded / elapsed * episode_s, commanded)
+        self.levels[ids] = next_levels(
+            self.levels[ids], distance, commanded, self.tile_size_m, self.num_levels, rng
+        )
+
+    @property
+    def mean_level(self) -> float:
+        """Mean level over the robots (Isaac Lab logs it as the curriculum's progress)."""
+        return float(self.levels.mean())
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Copies of :data:`STATE`."""
+        return {f: torch.from_numpy(np.array(getattr(self, f), copy=True)) for f in self.STATE}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (every array checked before any is written); ``ValueError``
+        names what does not fit."""
+        pairs = []
+        for f in self.STATE:
+            arr, value = getattr(self, f), state.get(f)
+            if not isinstance(value, torch.Tensor) or tuple(value.shape) != arr.shape:
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(f"terrain curriculum state '{f}' is {got}, this one holds {arr.shape}")
+            pairs.append((arr, value.numpy()))
+        for arr, value in pairs:
+            arr[...] = value

@@ -1,0 +1,279 @@
+"""Rough-terrain evaluation of a Go1 policy: traversal success, falls and tracking per terrain kind
+and level.
+
+The world: a grid of the policy's own terrain config (its level ranges, scan; the default
+:class:`~scenefactory.go1.config.TerrainConfig` for a policy trained on flat ground) with one
+column per evaluated kind, every level, no curriculum; the nominal robot (no randomization, sensor
+noise or pushes, unless a fixed condition is given), the policy's mean action. Each cell (kind,
+level, speed) runs ``episodes`` robots, all at the centre of that kind's tile of that level, each
+facing along one of the tile's axes (uniformly one of four, plus a heading offset uniform in
+±:data:`HEADING_JITTER_RAD`), commanded ``(speed, 0, 0)`` for ``episode_s`` seconds.
+
+* **Traversal success**: the base gets :attr:`TerrainEvalConfig.traverse_m` along its initial
+  heading (by default the tile's half-width less its flat edge, 3.5 m: across the whole slope,
+  flight of stairs or field of blocks) before it falls. Within 12 s that asks for at least
+  0.29 m/s on average at a command of 0.5 m/s.
+* **Falls**: the robot fell (trunk on the ground or tilted past the fall angle) before it got there.
+* **Tracking**: per episode the mean planar velocity error ``‖v*_xy − v_xy‖`` and yaw-rate error
+  ``|ω*_z − ω_z|`` (body frame) from ``settle_s`` until it got there, fell or the episode ended.
+
+Rates carry Wilson 95 % intervals, errors normal 95 % intervals over the episodes that have any
+tracking window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from scenefactory.go1.config import TERRAIN_KINDS, Go1TaskConfig, RandomizationConfig, TerrainConfig, nominal
+from scenefactory.go1.env import Go1Env
+from scenefactory.go1.terrain import level_parameter
+from scenefactory.stats import mean_interval, wilson_interval
+
+if TYPE_CHECKING:
+    from scenefactory.go1.evaluation import Policy
+
+HEADING_JITTER_RAD = 0.1
+"""Half-width of the uniform offset of each robot's start heading from the tile's axis."""
+
+
+@dataclass(frozen=True)
+class TerrainEvalConfig:
+    """What a terrain evaluation runs: ``kinds`` × ``levels`` × ``speeds_mps``, ``episodes`` each."""
+
+    kinds: tuple[str, ...] = TERRAIN_KINDS
+    levels: tuple[int, ...] | None = None
+    """Levels to run (``None``: every level of the terrain config)."""
+    speeds_mps: tuple[float, ...] = (0.5, 1.0)
+    episodes: int = 64
+    episode_s: float = 12.0
+    settle_s: float = 1.0
+    traverse_m: float | None = None
+    """Distance along the start heading that counts as traversed (``None``: the tile's half-width
+    less its flat edge)."""
+
+    def __post_init__(self) -> None:
+        """Validate kinds, sizes and times."""
+        bad = [k for k in self.kinds if k not in TERRAIN_KINDS]
+        if not self.kinds or bad or len(set(self.kinds)) != len(self.kinds):
+            raise ValueError(f"kinds must be distinct names of {TERRAIN_KINDS}, got {self.kinds}")
+        if self.levels is not None and (not self.levels or min(self.levels) < 0):
+            raise ValueError(f"levels must be non-negative, got {self.levels}")
+        if not self.speeds_mps or self.episodes < 1 or not 0 <= self.settle_s < self.episode_s:
+            raise ValueError("need speeds, episodes >= 1 and 0 <= settle_s < episode_s")
+        if self.traverse_m is not None and not self.traverse_m > 0:
+            raise ValueError(f"traverse_m must be positive, got {self.traverse_m}")
+
+
+def kinds_of(name: str) -> tuple[str, ...]:
+    """The kinds ``eval go1 --terrain NAME`` runs: all of them for ``rough``, else ``NAME``."""
+    if name == "rough":
+        return TERRAIN_KINDS
+    if name not in TERRAIN_KINDS:
+        raise ValueError(f"terrain must be 'rough' or one of {TERRAIN_KINDS}, got '{name}'")
+    return (name,)
+
+
+def terrain_eval_config(
+    name: str | None, levels: tuple[int, ...] | None, task: Go1TaskConfig, episodes: int, quick: bool = False
+) -> TerrainEvalConfig | None:
+    """What ``eval go1 --terrain NAME --level L ...`` runs for a policy of ``task`` (``None``: no
+    terrain table); ``quick`` keeps at most 4 episodes of 2 s (a smoke test). A ValueError names
+    a bad name or level."""
+    if name is None:
+        if levels is not None:
+            raise ValueError("--level needs --terrain")
+        return None
+    top = task.terrain.num_levels - 1
+    if levels is not None and max(levels) > top:
+        raise ValueError(f"the policy's terrain has levels 0 … {top}, got {list(levels)}")
+    cfg = TerrainEvalConfig(kinds=kinds_of(name), levels=levels, episodes=episodes)
+    if quick:
+        cfg = replace(cfg, episodes=min(episodes, 4), episode_s=2.0, settle_s=0.5)
+    return cfg
+
+
+def eval_terrain(task: Go1TaskConfig, kinds: tuple[str, ...], seed: int) -> TerrainConfig:
+    """The evaluation grid: the policy's terrain config with one column per kind, no curriculum."""
+    base = task.terrain
+    return replace(
+        base,
+        kind="rough",
+        proportions=tuple((k, 1.0) for k in kinds),
+        num_cols=len(kinds),
+        curriculum=False,
+        max_init_level=0,
+        seed=seed,
+    )
+
+
+def _rollout(
+    env: Go1Env, policy: Policy, heading: np.ndarray, cmd: np.ndarray, steps: int, traverse_m: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Roll ``steps`` steps; returns the first step each robot got ``traverse_m`` along ``heading``
+    (N,) and the first it fell (``steps`` if never), the distance it got (N,), and per-step
+    velocity and yaw-rate errors (T, N, 2)."""
+    n = env.num_envs
+    qpos = env.sim.bind("qpos")
+    start = qpos[:, 0:2].copy()
+    direction = np.stack([np.cos(heading), np.sin(heading)], axis=1)
+    reached = np.full(n, steps)
+    fell = np.full(n, steps)
+    farthest = np.zeros(n)
+    errors = np.zeros((steps, n, 2))
+    params = env.teacher_params(policy.params_dim)  # a privileged teacher reads its world's parameters
+    obs, _ = env.observations()
+    policy.reset()
+    for t in range(steps):
+        res = env.step(policy.act(obs, params))
+        policy.reset(res.done)
+        obs = res.actor_obs
+        s = res.state
+        errors[t, :, 0] = np.linalg.norm(s.lin_vel_b[:, :2].numpy() - cmd[:, :2], axis=1)
+        errors[t, :, 1] = np.abs(s.ang_vel_b[:, 2].numpy() - cmd[:, 2])
+        going = (fell == steps) & (reached == steps)
+        fell[going & res.terminated.numpy()] = t
+        along = np.einsum("ni,ni->n", qpos[:, 0:2] - start, direction)
+        alive = going & ~res.done.numpy()
+        farthest = np.where(alive, np.maximum(farthest, along), farthest)
+        reached[alive & (along >= traverse_m)] = t
+        if not ((fell == steps) & (reached == steps)).any():  # every robot got there or fell
+            break
+    return reached, fell, farthest, errors
+
+
+def _cell_row(
+    kind: str,
+    level: int,
+    speed: float,
+    terrain: TerrainConfig,
+    sl: slice,
+    result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    first: int,
+    traverse_m: float,
+) -> dict[str, Any]:
+    reached, fell, farthest, errors = (a[..., sl] if a.ndim == 1 else a[:, sl] for a in result)
+    steps = errors.shape[0]
+    e = reached.size
+    success = int((reached < fell).sum())
+    falls = int((fell < reached).sum())
+    stop = np.minimum(reached, fell)
+    t = np.arange(steps)[:, None]
+    window = (t >= first) & (t < stop[None, :])  # (T, e)
+    count = window.sum(axis=0)
+    ok = count > 0
+    mean_err = (errors * window[..., None]).sum(axis=0)[ok] / count[ok, None]
+    lin = mean_interval(torch.from_numpy(mean_err[:, 0]))
+    yaw = mean_interval(torch.from_numpy(mean_err[:, 1]))
+    name, value = level_parameter(terrain, kind, level)
+    return {
+        "kind": kind,
+        "level": level,
+        "parameter": name,
+        "parameter_value": value,
+        "speed_mps": speed,
+        "episodes": e,
+        "traverse_m": traverse_m,
+        "successes": success,
+        "success_rate": success / e,
+        "success_rate_ci95": list(wilson_interval(success, e)),
+        "falls": falls,
+        "fall_rate": falls / e,
+        "fall_rate_ci95": list(wilson_interval(falls, e)),
+        "lin_vel_error_mps": lin[0],
+        "lin_vel_error_ci95": [lin[1], lin[2]],
+        "yaw_rate_error_radps": yaw[0],
+        "yaw_rate_error_ci95": [yaw[1], yaw[2]],
+        "mean_distance_m": float(np.minimum(farthest, traverse_m).mean()),
+    }
+
+
+def terrain_table(
+    task: Go1TaskConfig,
+    policy: Policy,
+    cfg: TerrainEvalConfig,
+    condition: RandomizationConfig | None = None,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """One row per (kind, level, speed) of ``cfg`` (module docstring); ``task`` is the policy's
+    task config, ``condition`` a fixed latency and joint scale in every world (``None``: nominal).
+    The levels run one after another, each in one batch of worlds."""
+    terrain = eval_terrain(task, cfg.kinds, seed)
+    levels = tuple(range(terrain.num_levels)) if cfg.levels is None else cfg.levels
+    if max(levels) >= terrain.num_levels:
+        raise ValueError(f"levels {levels}: the terrain has levels 0 … {terrain.num_levels - 1}")
+    traverse = cfg.traverse_m if cfg.traverse_m is not None else terrain.tile_size_m / 2 - terrain.edge_m
+    e, speeds = cfg.episodes, cfg.speeds_mps
+    n = len(cfg.kinds) * len(speeds) * e
+    kind_col = np.repeat(np.arange(len(cfg.kinds)), len(speeds) * e)  # robots: kind, then speed, then episode
+    speed = np.tile(np.repeat(np.array(speeds, dtype=np.float64), e), len(cfg.kinds))
+    cmd = np.stack([speed, np.zeros(n), np.zeros(n)], axis=1)
+    steps = round(cfg.episode_s / task.dt)
+    first = round(cfg.settle_s / task.dt)
+    world = replace(nominal(task), num_envs=n, episode_length_s=cfg.episode_s + 1.0, terrain=terrain)
+    world = replace(world, randomization=condition)
+    rows = []
+    for i, level in enumerate(levels):
+        env = Go1Env(world, seed=seed + i)
+        rng = np.random.default_rng(seed + 1000 + i)
+        heading = rng.integers(0, 4, n) * (math.pi / 2) + rng.uniform(
+            -HEADING_JITTER_RAD, HEADING_JITTER_RAD, n
+        )
+        assert env.curriculum is not None
+        env.curriculum.levels[:] = level
+        env.curriculum.cols[:] = kind_col
+        env.reset(np.arange(n), yaw_rad=heading)
+        env.hold_commands(cmd)
+        result = _rollout(env, policy, heading, cmd, steps, traverse)
+        for k, kind in enumerate(cfg.kinds):
+            for j, v in enumerate(speeds):
+                start = (k * len(speeds) + j) * e
+                sl = slice(start, start + e)
+                rows.append(_cell_row(kind, level, v, terrain, sl, result, first, traverse))
+    return rows
+
+
+def terrain_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Success rate per kind over its rows (levels and speeds pooled)."""
+    out: dict[str, float] = {}
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        mine = [r for r in rows if r["kind"] == kind]
+        out[f"terrain_{kind}_success_rate"] = sum(r["successes"] for r in mine) / sum(
+            r["episodes"] for r in mine
+        )
+    return out
+
+
+def _ci(lo_hi: list[float]) -> str:
+    return f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]"
+
+
+def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines of the terrain table (none when ``rows`` is empty)."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"Terrain: each robot starts at its tile's centre along a tile axis, commanded forward; success = "
+        f"{rows[0]['traverse_m']:g} m along its start heading before falling.",
+        "",
+        "| kind | level | parameter | speed m/s | episodes | success [95% CI] | falls [95% CI] "
+        "| lin. error m/s [95% CI] | yaw error rad/s [95% CI] | mean distance m |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['kind']} | {r['level']} | {r['parameter']} {r['parameter_value']:.3g} "
+            f"| {r['speed_mps']:.1f} | {r['episodes']} "
+            f"| {r['success_rate']:.3f} {_ci(r['success_rate_ci95'])} "
+            f"| {r['fall_rate']:.3f} {_ci(r['fall_rate_ci95'])} "
+            f"| {r['lin_vel_error_mps']:.3f} {_ci(r['lin_vel_error_ci95'])} "
+            f"| {r['yaw_rate_error_radps']:.3f} {_ci(r['yaw_rate_error_ci95'])} "
+            f"| {r['mean_distance_m']:.2f} |"
+        )
+    return lines
