@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from scenefactory.errors import UserError
-from scenefactory.go1 import robot as go1
 from scenefactory.go1.config import nominal
 from scenefactory.go1.env import Go1Env
+from scenefactory.go1.terrain import go1_model
 from scenefactory.go1.train import Go1Policy
 
 SEQUENCE = (
@@ -55,7 +55,8 @@ def render_go1(policy: Go1Policy, path: Path, seconds: float = 16.0, seed: int =
     if not seconds > 0:
         raise UserError(f"--seconds must be positive, got {seconds}")
     env = Go1Env(replace(nominal(policy.task_cfg), num_envs=1, episode_length_s=seconds + 10.0), seed=seed)
-    vis_model = mujoco.MjModel.from_xml_string(go1.go1_mjcf(with_visuals=True))
+    # the ground the robot walks on: the flat floor, or a terrain policy's height field
+    vis_model = go1_model(env.model.opt.timestep, env.terrain, with_visuals=True)
     vis_data = mujoco.MjData(vis_model)
     try:
         renderer = mujoco.Renderer(vis_model, HEIGHT, WIDTH)
