@@ -141,3 +141,16 @@ def check_actions(actions: torch.Tensor, num_worlds: int, agents_per_world: int)
     if not bool(torch.isfinite(actions).all()):
         bad = (~torch.isfinite(actions)).nonzero()[0].tolist()
         raise FloatingPointError(f"non-finite action at [world, agent, channel] = {bad}")
+
+
+def check_reset(
+    pose: torch.Tensor, speed_mps: torch.Tensor, valid: torch.Tensor, n: int, agents: int
+) -> None:
+    """Fail loudly unless a reset of ``n`` worlds of ``agents`` agents got ``pose`` (n, K, 3),
+    ``speed_mps`` (n, K) and ``valid`` (n, K)."""
+    k = agents
+    if tuple(pose.shape) != (n, k, 3) or tuple(speed_mps.shape) != (n, k) or tuple(valid.shape) != (n, k):
+        raise ValueError(
+            f"reset expects pose ({n}, {k}, 3), speed ({n}, {k}), valid ({n}, {k}); got "
+            f"{tuple(pose.shape)}, {tuple(speed_mps.shape)}, {tuple(valid.shape)}"
+        )

@@ -35,7 +35,13 @@ import torch
 from scenefactory.dynamics.artifact import load_grounding
 from scenefactory.dynamics.history import HistoryModel, LearnedHistoryModel
 from scenefactory.dynamics.model_file import load_dynamics_model
-from scenefactory.engines.base import VehicleState, check_actions, load_tensors_state, tensors_state
+from scenefactory.engines.base import (
+    VehicleState,
+    check_actions,
+    check_reset,
+    load_tensors_state,
+    tensors_state,
+)
 from scenefactory.errors import UserError
 from scenefactory.vehicles.params import VehicleParams
 
@@ -86,11 +92,7 @@ class HistoryEngine:
     ) -> None:
         """Fill the histories of ``world_ids`` with the spawn state and no actions; new knobs."""
         n, k = len(world_ids), self.agents_per_world
-        if tuple(pose.shape) != (n, k, 3) or tuple(speed_mps.shape) != (n, k) or tuple(valid.shape) != (n, k):
-            raise ValueError(
-                f"reset expects pose ({n}, {k}, 3), speed ({n}, {k}), valid ({n}, {k}); got "
-                f"{tuple(pose.shape)}, {tuple(speed_mps.shape)}, {tuple(valid.shape)}"
-            )
+        check_reset(pose, speed_mps, valid, n, k)
         speed = speed_mps.float()
         s = torch.zeros(n, k, 6)
         s[..., 0:3] = pose.float()

@@ -27,7 +27,13 @@ from typing import Any
 import torch
 
 from scenefactory.dynamics.bicycle import bicycle_step
-from scenefactory.engines.base import VehicleState, check_actions, load_tensors_state, tensors_state
+from scenefactory.engines.base import (
+    VehicleState,
+    check_actions,
+    check_reset,
+    load_tensors_state,
+    tensors_state,
+)
 from scenefactory.vehicles.params import VehicleParams, actions_to_controls
 
 
@@ -72,11 +78,7 @@ class KinematicEngine:
         """Place agents of ``world_ids`` at ``pose`` (n, K, 3) with ``speed_mps`` (n, K), wheels straight."""
         k = self.agents_per_world
         n = int(world_ids.numel())
-        if tuple(pose.shape) != (n, k, 3) or tuple(speed_mps.shape) != (n, k) or tuple(valid.shape) != (n, k):
-            raise ValueError(
-                f"reset expects pose ({n}, {k}, 3), speed ({n}, {k}), valid ({n}, {k}); got "
-                f"{tuple(pose.shape)}, {tuple(speed_mps.shape)}, {tuple(valid.shape)}"
-            )
+        check_reset(pose, speed_mps, valid, n, k)
         self._pos[world_ids] = pose[..., :2].float()
         self._yaw[world_ids] = pose[..., 2].float()
         self._speed[world_ids] = speed_mps.float().clamp(0.0, self.params.max_speed_mps)

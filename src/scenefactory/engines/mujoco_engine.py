@@ -37,7 +37,7 @@ import mujoco
 import numpy as np
 import torch
 
-from scenefactory.engines.base import VehicleState, check_actions, load_tensors_state
+from scenefactory.engines.base import VehicleState, check_actions, check_reset, load_tensors_state
 from scenefactory.engines.mjbatch import BatchedSim
 from scenefactory.engines.spec import DEFAULT_PHYSICS_HZ
 from scenefactory.vehicles.car import CarIndex, CarParams, ackermann_angles, drive_ctrl, world_mjcf
@@ -178,15 +178,7 @@ class MujocoEngine:
         """Place the agents of ``world_ids`` at ``pose`` (n, K, 3) rolling at ``speed_mps`` (n, K)."""
         k_n = self.agents_per_world
         n = int(world_ids.numel())
-        if (
-            tuple(pose.shape) != (n, k_n, 3)
-            or tuple(speed_mps.shape) != (n, k_n)
-            or tuple(valid.shape) != (n, k_n)
-        ):
-            raise ValueError(
-                f"reset expects pose ({n}, {k_n}, 3), speed ({n}, {k_n}), valid ({n}, {k_n}); got "
-                f"{tuple(pose.shape)}, {tuple(speed_mps.shape)}, {tuple(valid.shape)}"
-            )
+        check_reset(pose, speed_mps, valid, n, k_n)
         if n == 0:
             return
         ids = world_ids.cpu().numpy().astype(np.int64)

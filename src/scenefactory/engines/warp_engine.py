@@ -29,7 +29,7 @@ import mujoco
 import torch
 import warp as wp
 
-from scenefactory.engines.base import VehicleState, check_actions
+from scenefactory.engines.base import VehicleState, check_actions, check_reset
 from scenefactory.engines.mjwarp import WarpSim
 from scenefactory.engines.mujoco_engine import BRAKE_BIAS_FRONT, PARK_SPACING_M, PARK_XY_M
 from scenefactory.engines.spec import DEFAULT_PHYSICS_HZ
@@ -233,15 +233,7 @@ class WarpEngine:
         """Place the agents of ``world_ids`` at ``pose`` (n, K, 3) rolling at ``speed_mps`` (n, K)."""
         k_n = self.agents_per_world
         n = int(world_ids.numel())
-        if (
-            tuple(pose.shape) != (n, k_n, 3)
-            or tuple(speed_mps.shape) != (n, k_n)
-            or tuple(valid.shape) != (n, k_n)
-        ):
-            raise ValueError(
-                f"reset expects pose ({n}, {k_n}, 3), speed ({n}, {k_n}), valid ({n}, {k_n}); got "
-                f"{tuple(pose.shape)}, {tuple(speed_mps.shape)}, {tuple(valid.shape)}"
-            )
+        check_reset(pose, speed_mps, valid, n, k_n)
         if n == 0:
             return
         dev = self.device
