@@ -24,6 +24,7 @@ from scenefactory.go1.config import Go1TaskConfig
 from scenefactory.go1.deploy.export import DeployPolicy, export_go1
 from scenefactory.go1.deploy.robot import SIM2SIM, MujocoGo1
 from scenefactory.go1.deploy.runner import OnnxPolicyRunner
+from scenefactory.go1.observations import frame_dim
 from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 
 
@@ -277,7 +278,7 @@ def test_shipped_policy_is_small_and_loads() -> None:
         pytest.skip("no shipped policy in this checkout yet")
     assert path.stat().st_size < 600_000
     policy = load_go1_policy(path)
-    obs = torch.zeros(2, policy.task_cfg.history * 45)
+    obs = torch.zeros(2, policy.task_cfg.history * frame_dim(policy.task_cfg.whole_body.enabled))
     assert policy.act(obs).shape == (2, 12)
 
 

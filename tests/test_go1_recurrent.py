@@ -21,10 +21,16 @@ from scenefactory.go1.config import Go1TaskConfig
 from scenefactory.go1.deploy.export import DeployPolicy, export_go1
 from scenefactory.go1.deploy.robot import MujocoGo1
 from scenefactory.go1.deploy.runner import OnnxPolicyRunner
+from scenefactory.go1.observations import frame_dim
 from scenefactory.go1.train import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
+from scenefactory.go1.whole_body import whole_body_task
 from scenefactory.rl.ppo import build_actor
 
 TEACHER = go1_jobs.SHIPPED_POLICY
+TASK = whole_body_task(Go1TaskConfig(num_envs=8))
+"""The shipped teacher's task: velocity and whole-body commands."""
+OBS = 3 * frame_dim(True)
+"""Its actor observation: three frames of 48."""
 
 
 def student_spec(iterations: int, **ppo: object) -> Go1TrainSpec:
@@ -37,11 +43,10 @@ def student_spec(iterations: int, **ppo: object) -> Go1TrainSpec:
         actor_rnn_type="gru",
         actor_rnn_hidden_dim=16,
         actor_hidden_dims=(32, 32),
+        learning_rate=3e-3,  # the whole-body teacher's 144 inputs: 1e-3 needs twice the iterations
         **ppo,  # type: ignore[arg-type]
     )
-    return Go1TrainSpec(
-        task=Go1TaskConfig(num_envs=8), ppo=cfg, iterations=iterations, seed=3, teacher=str(TEACHER)
-    )
+    return Go1TrainSpec(task=TASK, ppo=cfg, iterations=iterations, seed=3, teacher=str(TEACHER))
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +135,7 @@ def test_ppo_fine_tunes_the_distilled_student_after_a_critic_warmup(distilled: P
 def test_policy_reset_zeroes_only_the_done_robots(distilled: Path) -> None:
     policy = load_go1_policy(distilled / "checkpoints" / "latest.pt")
     assert policy.recurrent
-    obs = torch.randn(4, 135, generator=torch.Generator().manual_seed(1))
+    obs = torch.randn(4, OBS, generator=torch.Generator().manual_seed(1))
     policy.reset()
     a1 = policy.act(obs)
     a2 = policy.act(obs)
@@ -152,7 +157,7 @@ def test_recurrent_export_carries_the_state_like_torch(distilled: Path, tmp_path
     policy.reset()
     clip = policy.task_cfg.action_clip
     for _ in range(4):
-        obs = torch.randn(3, 135, generator=gen)
+        obs = torch.randn(3, OBS, generator=gen)
         action, _, h = sess.run(None, {"obs": obs.numpy(), "h_in": h})
         np.testing.assert_allclose(action, policy.act(obs).clamp(-clip, clip).numpy(), atol=1e-5)
     assert np.abs(h).max() > 0
@@ -224,7 +229,7 @@ def teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_a_privileged_teacher_starts_as_the_policy_it_widens(tmp_path: Path) -> None:
     ppo = replace(go1_ppo_config(), actor_obs_groups=("policy", "params"))
-    spec = Go1TrainSpec(task=Go1TaskConfig(num_envs=8), ppo=ppo, iterations=1, seed=0, init_from=str(TEACHER))
+    spec = Go1TrainSpec(task=TASK, ppo=ppo, iterations=1, seed=0, init_from=str(TEACHER))
     t = Go1Trainer(spec, tmp_path, nthread=1)
     obs = t.vec.get_observations()
     assert obs["params"].shape == (8, 20)
@@ -235,7 +240,7 @@ def test_a_privileged_teacher_starts_as_the_policy_it_widens(tmp_path: Path) -> 
     with torch.no_grad():
         torch.testing.assert_close(t.alg.get_policy()(obs), shipped.act(obs["policy"]))
     norm = t.alg.get_policy().obs_normalizer  # the new inputs' statistics come from the robots
-    torch.testing.assert_close(norm._mean[0, 135:], obs["params"].mean(dim=0))
+    torch.testing.assert_close(norm._mean[0, OBS:], obs["params"].mean(dim=0))
     assert float(norm._std[0, -1]) > 0  # latencies differ between robots
 
 
@@ -244,7 +249,7 @@ def test_a_privileged_teacher_is_distilled_not_deployed(teacher: Path, tmp_path:
         load_go1_policy(teacher)
     spec = replace(student_spec(1), teacher=str(teacher))
     t = Go1Trainer(spec, tmp_path, nthread=1)
-    assert t.alg.teacher.obs_dim == 135 + 20 and t.alg.get_policy().obs_dim == 135
+    assert t.alg.teacher.obs_dim == OBS + 20 and t.alg.get_policy().obs_dim == OBS
     t.run()
     assert load_go1_policy(tmp_path / "checkpoints" / "latest.pt").recurrent
     with pytest.raises(UserError, match="deployable"):
@@ -273,7 +278,7 @@ def test_a_privileged_teacher_is_evaluated_with_its_worlds_parameters(teacher: P
     ev.tracking_table(policy.task_cfg, Recording(), cfg)
     assert seen and all(torch.allclose(p[:, -1], torch.full((2,), 0.010)) for p in seen)  # latency [s]
     with pytest.raises(ValueError, match=r"reads \(2, 20\) parameters, got None"):
-        policy.act(torch.zeros(2, 135))
+        policy.act(torch.zeros(2, OBS))
     out = go1_jobs.evaluate(go1_jobs.Go1EvalArgs(out=tmp_path, checkpoint=teacher, episodes=1, quick=True))
     assert "a privileged actor, given its world's 20 parameters" in out["world"]
 

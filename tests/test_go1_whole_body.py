@@ -97,9 +97,9 @@ def test_config_round_trip_and_old_dicts_load_without_whole_body() -> None:
     del old["whole_body"]  # a config saved before whole-body commands existed
     assert task_config_from_dict(old).whole_body == WholeBodyConfig()
     assert not task_config_from_dict(old).whole_body.enabled
-    policy = load_go1_policy(SHIPPED)  # the shipped policy: velocity-only, 3 frames of 45
-    assert not policy.task_cfg.whole_body.enabled
-    assert int(policy.actor.obs_normalizer._mean.shape[-1]) == 3 * FRAME_DIM
+    policy = load_go1_policy(SHIPPED)  # the shipped policy: whole-body, 3 frames of 48
+    assert policy.task_cfg.whole_body == WB
+    assert int(policy.actor.obs_normalizer._mean.shape[-1]) == 3 * frame_dim(True)
 
 
 def test_config_validation_names_the_field() -> None:

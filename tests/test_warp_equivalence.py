@@ -180,8 +180,10 @@ def test_a_head_on_crash_is_reported_on_the_same_step(cars: dict[str, Engine]) -
 
 @pytest.fixture(scope="module")
 def go1() -> Iterator[dict[str, Go1Env]]:
-    """One 4-robot nominal Go1 environment (no randomization, pushes or noise) per engine."""
-    cfg = nominal(Go1TaskConfig(num_envs=4))
+    """One 4-robot nominal Go1 environment (no randomization, pushes or noise) per engine, with
+    the shipped policy's commands (velocity, and body height/pitch/roll at nominal)."""
+    shipped = load_go1_policy(SHIPPED_POLICY).task_cfg
+    cfg = nominal(replace(Go1TaskConfig(num_envs=4), whole_body=shipped.whole_body))
     backends = {"mujoco": PhysicsBackend("mujoco"), "mujoco-warp": PhysicsBackend("mujoco-warp", DEVICE)}
     yield {tier: Go1Env(replace(cfg, physics=b), seed=3) for tier, b in backends.items()}
 

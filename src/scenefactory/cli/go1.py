@@ -3,7 +3,7 @@
 of them onto its job's argument dataclass (``scenefactory.go1.jobs``).
 
 When ``--checkpoint`` is omitted, eval, render, export and deploy use the policy shipped in the
-package (``scenefactory/go1/policies/go1_robust.pt``).
+package (``scenefactory/go1/policies/go1_whole_body.pt``).
 
 The job module is imported when a command runs, not with this module: it loads the Go1 stack
 (MuJoCo models, rsl-rl, ONNX), which ``scenefactory --help`` and a refused flag do without.
@@ -49,6 +49,8 @@ TILE_KINDS = ("random", "slope_up", "slope_down", "stairs_up", "stairs_down", "s
 """``go1.config.TERRAIN_KINDS``, spelled out so that ``--help`` loads no Go1 stack (a test checks
 they agree)."""
 LEVEL = IntRange(0, 99)
+TARGET_LEVELS = (3, 4, 5, 7)
+"""Terrain levels ``eval go1`` runs by default: those of the README's traversal targets."""
 GO1_ENGINE_HELP = "physics of the worlds: mujoco (MuJoCo C on CPU threads; default) or mujoco-warp"
 GO1_DEVICE_HELP = (
     "where MuJoCo Warp's worlds run: cpu (default) or cuda[:N] (the Go1 task and its policy run on the "
@@ -216,17 +218,19 @@ def add_task_parser(command: str, tasks: Any) -> None:
             )
             t.add_argument(
                 "--terrain",
-                choices=("rough", *TILE_KINDS),
-                default=None,
-                help="add the terrain table: traversal success, falls and tracking at 0.5 and 1.0 m/s on "
-                "each tile kind (rough: all of them) and level",
+                choices=("rough", *TILE_KINDS, "none"),
+                default="rough",
+                help="the terrain table: traversal success, falls and tracking at 0.5 and 1.0 m/s on "
+                "each tile kind (rough, the default: all of them) and level; none: no terrain table",
             )
             t.add_argument(
                 "--level",
                 type=LEVEL,
                 nargs="+",
-                default=None,
-                help="terrain levels to evaluate (default: every level; needs --terrain)",
+                default=list(TARGET_LEVELS),
+                help="terrain levels to evaluate (default: "
+                + " ".join(map(str, TARGET_LEVELS))
+                + ": random ground of +-5 cm is level 4, 10 cm stairs 3, 15 cm stairs 5, 20 deg slopes 7)",
             )
             t.add_argument(
                 "--controller",
@@ -336,8 +340,8 @@ def evaluate(args: argparse.Namespace) -> int:
             quick=args.quick,
             latency_ms=args.latency_ms,
             joint_scale=args.joint_scale,
-            terrain=args.terrain,
-            levels=None if args.level is None else tuple(args.level),
+            terrain=None if args.terrain == "none" else args.terrain,
+            levels=None if args.terrain == "none" else tuple(args.level),
             controller=args.controller,
             fixed_episodes=args.fixed_episodes,
             physics=physics(args),

@@ -36,7 +36,7 @@ from scenefactory.go1.whole_body import whole_body_task
 from scenefactory.go1.whole_body_eval import whole_body_report, whole_body_summary
 from scenefactory.io import atomic_write_text, write_json
 
-SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_robust.pt"
+SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_whole_body.pt"
 """The trained policy shipped with the package (see README: the command that made it)."""
 
 
