@@ -388,3 +388,14 @@ def test_training_on_terrain_logs_the_level_resumes_and_fine_tunes_a_flat_policy
                 out=tmp_path / "export", checkpoint=tmp_path / "seeing" / "checkpoints" / "latest.pt"
             )
         )
+
+
+def test_eval_levels_default_to_the_targets_and_need_a_terrain(tmp_path: Path) -> None:
+    from scenefactory.cli import main
+    from scenefactory.cli.go1 import TARGET_LEVELS, eval_levels
+
+    assert eval_levels("rough", None) == TARGET_LEVELS == (3, 4, 5, 7)
+    assert eval_levels("stairs_up", [5]) == (5,)
+    assert eval_levels("none", None) is None
+    assert main(["eval", "go1", "--terrain", "none", "--level", "3", "--out", str(tmp_path / "e")]) == 2
+    assert not (tmp_path / "e").exists()

@@ -227,7 +227,7 @@ def add_task_parser(command: str, tasks: Any) -> None:
                 "--level",
                 type=LEVEL,
                 nargs="+",
-                default=list(TARGET_LEVELS),
+                default=None,
                 help="terrain levels to evaluate (default: "
                 + " ".join(map(str, TARGET_LEVELS))
                 + ": random ground of +-5 cm is level 4, 10 cm stairs 3, 15 cm stairs 5, 20 deg slopes 7)",
@@ -327,6 +327,16 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
+def eval_levels(terrain: str, levels: list[int] | None) -> tuple[int, ...] | None:
+    """The terrain levels of ``eval go1 --terrain T --level L ...``: :data:`TARGET_LEVELS` when
+    none are given, none without a terrain table (``--level`` then is a mistake)."""
+    if terrain == "none":
+        if levels is not None:
+            raise UserError("eval go1 --level: needs a terrain table, but --terrain is none")
+        return None
+    return TARGET_LEVELS if levels is None else tuple(levels)
+
+
 def evaluate(args: argparse.Namespace) -> int:
     """``eval go1``: prints the summary (``metrics.json`` has the tables)."""
     from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
@@ -341,7 +351,7 @@ def evaluate(args: argparse.Namespace) -> int:
             latency_ms=args.latency_ms,
             joint_scale=args.joint_scale,
             terrain=None if args.terrain == "none" else args.terrain,
-            levels=None if args.terrain == "none" else tuple(args.level),
+            levels=eval_levels(args.terrain, args.level),
             controller=args.controller,
             fixed_episodes=args.fixed_episodes,
             physics=physics(args),
