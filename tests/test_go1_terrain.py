@@ -211,14 +211,46 @@ def test_curriculum_reads_the_commanded_distance_of_the_episode() -> None:
     assert set(cur.levels) <= {0, 1, 2}
     cur.levels[:] = 2
     ids = np.arange(4)
-    cur.begin(ids, np.zeros((4, 2)))
+    cur.begin(ids, np.zeros((4, 2)), np.zeros(4))
     for _ in range(100):  # 2 s at 1 m/s: 2 m commanded so far
-        cur.advance(np.array([[1.0, 0.0]] * 4), 0.02)
+        cur.advance(np.array([[1.0, 0.0, 0.0]] * 4), 0.02)
     end = np.array([[1.5, 0.0], [0.9, 0.0], [1.5, 0.0], [4.5, 0.0]])
     fell = np.array([False, False, True, False])
     cur.end(ids, end, fell, episode_s=20.0, rng=rng)
     # 1.5 of 2 m: stays; 0.9 of 2: demoted; fell, so 20 m asked and 1.5 done: demoted; 4.5 m: promoted
     np.testing.assert_array_equal(cur.levels, [2, 1, 1, 3])
+
+
+def test_a_robot_commanded_to_walk_a_circle_is_not_demoted_for_walking_it() -> None:
+    """The commanded distance is where the commands lead, not the path length: 1 m/s at
+    0.9 rad/s for 20 s is a circle of radius 1.11 m, 20 m long but ending 1.0 m from the start."""
+    rng = np.random.default_rng(0)
+    cur = TerrainCurriculum(3, num_levels=5, num_cols=1, max_init_level=0, tile_size_m=8.0, rng=rng)
+    cur.levels[:] = 2
+    ids = np.arange(3)
+    cur.begin(ids, np.zeros((3, 2)), np.array([0.0, 2.0, -1.0]))  # headings do not matter
+    cmd = np.array([[1.0, 0.0, 0.9], [0.0, 1.0, 0.9], [1.0, 0.0, 0.0]])  # circles forward, sideways; straight
+    for _ in range(1000):
+        cur.advance(cmd, 0.02)
+    r = 1.0 / 0.9
+    chord = 2 * r * abs(math.sin(0.9 * 20.0 / 2))  # the exact circle's end point
+    np.testing.assert_allclose(np.linalg.norm(cur.commanded_xy, axis=1), [chord, chord, 20.0], rtol=1e-4)
+    walked = np.array([[chord, 0.0], [0.0, chord], [3.0, 0.0]])  # on the circle; 3 of 20 m straight
+    cur.end(ids, walked, np.zeros(3, dtype=bool), episode_s=20.0, rng=rng)
+    np.testing.assert_array_equal(cur.levels, [2, 2, 1])
+
+
+def test_a_curriculum_saved_with_path_lengths_loads() -> None:
+    rng = np.random.default_rng(0)
+    cur = TerrainCurriculum(2, num_levels=5, num_cols=1, max_init_level=3, tile_size_m=8.0, rng=rng)
+    old = {k: v for k, v in cur.state_dict().items() if k not in ("commanded_xy", "heading_rad")}
+    old["commanded_m"] = torch.ones(2)
+    old["levels"] = torch.tensor([4, 1])
+    cur.load_state_dict(old)
+    np.testing.assert_array_equal(cur.levels, [4, 1])
+    assert not cur.commanded_xy.any()
+    with pytest.raises(ValueError, match="'commanded_xy'"):
+        cur.load_state_dict({k: v for k, v in cur.state_dict().items() if k != "commanded_xy"})
 
 
 def test_training_env_moves_robots_between_levels(tmp_path: Path) -> None:

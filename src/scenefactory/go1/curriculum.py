@@ -7,15 +7,20 @@ in ``0 … max_init_level``. When an episode ends (:func:`next_levels`):
 
 * a robot whose base ended farther than half a tile from where it started is **promoted** one level;
 * else one that covered less than half its commanded distance is **demoted** one level (not below 0).
-  The commanded distance is ``∫‖v*_xy‖ dt`` over the episode; for a robot that fell it is extended
-  at the episode's mean commanded speed to the full episode length (it did not finish);
+  The commanded distance is how far the commands lead from the start: ``‖∫ R(ψ*) v*_xy dt‖``, the
+  body-frame velocity commands turned by the commanded heading ``ψ* = ψ₀ + ∫ω* dt`` (``ψ₀`` the
+  robot's heading at the start). Isaac Lab's rule, ``‖v*_xy‖·T``, assumes heading commands that
+  keep robots walking straight; with yaw-rate commands a robot told to walk a circle would cover
+  a small fraction of that length and be demoted however well it walked. For a robot that fell
+  the commanded displacement is extended at its mean rate to the full episode length (it did not
+  finish);
 * a robot promoted beyond the top level is sent to a uniformly random level.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -58,8 +63,11 @@ def next_levels(
 class TerrainCurriculum:
     """Each robot's tile and the running sums its episode's promotion reads; arrays are (N, ...)."""
 
-    STATE = ("levels", "cols", "start_xy", "commanded_m", "elapsed_s")
+    STATE = ("levels", "cols", "start_xy", "commanded_xy", "heading_rad", "elapsed_s")
     """The arrays the next steps read (saved with the environment)."""
+    OLD_STATE: ClassVar[Mapping[str, tuple[str, ...]]] = {"commanded_m": ("commanded_xy", "heading_rad")}
+    """A state saved before the commanded displacement (``commanded_m``, a path length): its
+    episodes in flight start that sum afresh."""
 
     def __init__(
         self,
@@ -76,19 +84,27 @@ class TerrainCurriculum:
         self.cols = initial_columns(num_envs, num_cols)
         self.start_xy = np.zeros((num_envs, 2))
         """Where each robot started its episode [m]."""
-        self.commanded_m = np.zeros(num_envs)
-        """``∫‖v*_xy‖ dt`` over each robot's episode so far [m]."""
+        self.commanded_xy = np.zeros((num_envs, 2))
+        """``∫ R(ψ*) v*_xy dt`` over each robot's episode so far [m]: where its commands lead."""
+        self.heading_rad = np.zeros(num_envs)
+        """The commanded heading ``ψ*`` [rad]: the start heading plus ``∫ω* dt``."""
         self.elapsed_s = np.zeros(num_envs)
 
-    def begin(self, ids: IntArray, start_xy: Array) -> None:
-        """Robots ``ids`` start an episode at ``start_xy`` (n, 2)."""
+    def begin(self, ids: IntArray, start_xy: Array, yaw_rad: Array) -> None:
+        """Robots ``ids`` start an episode at ``start_xy`` (n, 2) heading ``yaw_rad`` (n,)."""
         self.start_xy[ids] = start_xy
-        self.commanded_m[ids] = 0.0
+        self.commanded_xy[ids] = 0.0
+        self.heading_rad[ids] = yaw_rad
         self.elapsed_s[ids] = 0.0
 
-    def advance(self, command_xy: Array, dt: float) -> None:
-        """Every robot was commanded ``command_xy`` (N, 2) [m/s] for ``dt`` seconds."""
-        self.commanded_m += np.linalg.norm(command_xy, axis=1) * dt
+    def advance(self, command: Array, dt: float) -> None:
+        """Every robot was commanded ``command`` (N, 3) (vx, vy [m/s] in its body frame, yaw rate
+        [rad/s]) for ``dt`` seconds: the commanded heading turns at the mid-point of the step."""
+        mid = self.heading_rad + 0.5 * command[:, 2] * dt
+        c, s = np.cos(mid), np.sin(mid)
+        self.commanded_xy[:, 0] += (c * command[:, 0] - s * command[:, 1]) * dt
+        self.commanded_xy[:, 1] += (s * command[:, 0] + c * command[:, 1]) * dt
+        self.heading_rad += command[:, 2] * dt
         self.elapsed_s += dt
 
     def end(
@@ -104,7 +120,7 @@ class TerrainCurriculum:
         if ids.size == 0:
             return
         distance = np.linalg.norm(end_xy - self.start_xy[ids], axis=1)
-        commanded = self.commanded_m[ids]
+        commanded = np.linalg.norm(self.commanded_xy[ids], axis=1)
         elapsed = np.maximum(self.elapsed_s[ids], 1e-9)
         commanded = np.where(fell, commanded / elapsed * episode_s, commanded)
         self.levels[ids] = next_levels(
@@ -122,7 +138,13 @@ class TerrainCurriculum:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` (every array checked before any is written); ``ValueError``
-        names what does not fit."""
+        names what does not fit. An :data:`OLD_STATE` sum is replaced by zeros (a constant heading
+        offset rotates the commanded displacement without changing its length)."""
+        state = dict(state)
+        for old, new in self.OLD_STATE.items():
+            if old in state and not any(f in state for f in new):
+                del state[old]
+                state.update({f: torch.zeros_like(torch.from_numpy(getattr(self, f))) for f in new})
         pairs = []
         for f in self.STATE:
             arr, value = getattr(self, f), state.get(f)

@@ -199,7 +199,7 @@ class Go1Env:
         if self.curriculum is not None and self.terrain is not None:  # at its tile's origin
             origin = self.terrain.origins_m[self.curriculum.levels[ids], self.curriculum.cols[ids]]
             qpos[:, 0:3] += origin
-            self.curriculum.begin(ids, origin[:, :2])
+            self.curriculum.begin(ids, origin[:, :2], yaw)
         self._qpos[ids] = qpos
         qvel = np.zeros((n, self.model.nv))
         qvel[:, 0:2] = self.rng.uniform(-0.3, 0.3, (n, 2))
@@ -494,7 +494,7 @@ class Go1Env:
         if ended.size:
             self._ended_track.append(self._ep_track[ended] / self.step_count[ended, None])
         if self.curriculum is not None:  # promote or demote robots whose episode ended
-            self.curriculum.advance(self.command[:, :2], cfg.dt)
+            self.curriculum.advance(self.command[:, :3], cfg.dt)
             if cfg.terrain.curriculum:
                 end_xy = self._qpos[ended, 0:2]
                 self.curriculum.end(ended, end_xy, fallen[ended], cfg.episode_length_s, self.rng)
