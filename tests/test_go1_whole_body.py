@@ -411,3 +411,17 @@ def test_whole_body_table_rows_summary_and_report(widened_run: Path, velocity_ru
     with pytest.raises(ValueError, match="whole-body"):
         whole_body_table(velocity.task_cfg, velocity, cfg)
     assert asdict(cfg)["episodes"] == 2
+
+
+def test_render_walks_a_whole_body_policy_through_body_commands(tmp_path: Path) -> None:
+    from scenefactory.go1.render import WHOLE_BODY_SEQUENCE, command_at, render_go1
+
+    for _, cmd in WHOLE_BODY_SEQUENCE:  # every body command within the training ranges
+        assert len(cmd) == 6
+        assert WB.height_m[0] <= cmd[3] <= WB.height_m[1]
+        assert WB.pitch_rad[0] <= cmd[4] <= WB.pitch_rad[1] and WB.roll_rad[0] <= cmd[5] <= WB.roll_rad[1]
+    assert {c[3] for _, c in WHOLE_BODY_SEQUENCE} >= {0.20, 0.34}
+    assert len(command_at(0.5)) == 3 and command_at(0.45, whole_body=True)[3] == 0.34
+    policy = load_go1_policy(SHIPPED)
+    video = render_go1(policy, tmp_path / "go1.mp4", seconds=0.5)
+    assert video.stat().st_size > 0 and (tmp_path / "go1_frames.png").stat().st_size > 0
