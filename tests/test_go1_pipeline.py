@@ -16,7 +16,7 @@ import torch
 
 from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli import main
-from scenefactory.errors import CheckpointError
+from scenefactory.errors import CheckpointError, UserError
 from scenefactory.go1 import evaluation as ev
 from scenefactory.go1 import jobs as go1_jobs
 from scenefactory.go1 import robot as go1
@@ -270,6 +270,17 @@ def test_recipe_options_reach_the_task() -> None:
     assert base == Go1TaskConfig(num_envs=16)  # no options: the base recipe exactly
     ablation = go1_jobs.train_spec(16, 3, 0, replace(opts, robust=False)).task
     assert ablation.randomization is None and ablation.commands.pure_turn_prob == 0.2
+
+
+def test_command_limits_narrow_the_ranges(tmp_path: Path) -> None:
+    opts = go1_jobs.RecipeOptions(command_limits=(1.0, 1.0, 1.0))  # Isaac Lab's rough-terrain ranges
+    cmd = go1_jobs.train_spec(16, 3, 0, opts).task.commands
+    assert (cmd.vx_mps, cmd.vy_mps, cmd.yaw_radps) == ((-1.0, 1.0), (-0.8, 0.8), (-1.0, 1.0))
+    assert go1_jobs.train_spec(16, 3, 0).task.commands.vx_mps == (-1.0, 2.0)  # untouched without
+    with pytest.raises(UserError, match="--command-limits VX VY YAW must be positive, got 1 0 1"):
+        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(command_limits=(1.0, 0.0, 1.0)))
+    argv = ["train", "go1", "--command-limits", "1", "1", "-1", "--out", str(tmp_path / "t")]
+    assert main(argv) == 2 and not (tmp_path / "t").exists()
 
 
 def test_shipped_policy_is_small_and_loads() -> None:

@@ -108,6 +108,15 @@ def add_task_parser(command: str, tasks: Any) -> None:
             help="share of commands that turn on the spot (default 0: uniform commands)",
         )
         t.add_argument(
+            "--command-limits",
+            type=FloatRange(0.0, 10.0, what="a command limit"),
+            nargs=3,
+            default=None,
+            metavar=("VX", "VY", "YAW"),
+            help="narrow the command ranges to at most +-VX, +-VY m/s and +-YAW rad/s (default: vx -1..2, "
+            "vy +-0.8, yaw +-1.8; Isaac Lab's rough terrain: 1 1 1)",
+        )
+        t.add_argument(
             "--yaw-precision-weight",
             type=FloatRange(0.0, MAX_WEIGHT, what="a weight"),
             default=0.0,
@@ -290,6 +299,10 @@ def add_commands(sub: Any) -> None:
 # ----------------------------------------------------------------------------------- the commands
 
 
+def _three(values: list[float]) -> tuple[float, float, float]:
+    return (values[0], values[1], values[2])
+
+
 def train(args: argparse.Namespace) -> int:
     """``train go1``."""
     from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
@@ -311,6 +324,7 @@ def train(args: argparse.Namespace) -> int:
         whole_body=args.whole_body,
         terrain=args.terrain,
         height_scan_actor=args.height_scan_actor,
+        command_limits=None if args.command_limits is None else _three(args.command_limits),
     )
     trainer = jobs.train(
         jobs.Go1TrainArgs(

@@ -20,7 +20,7 @@ from scenefactory.checkpoint import load_checkpoint, save_checkpoint
 from scenefactory.engines.mjwarp import PhysicsBackend
 from scenefactory.errors import UserError
 from scenefactory.go1 import evaluation as ev
-from scenefactory.go1.config import Go1TaskConfig, RewardTerm, TerrainConfig, nominal
+from scenefactory.go1.config import CommandConfig, Go1TaskConfig, RewardTerm, TerrainConfig, nominal
 from scenefactory.go1.deploy import check
 from scenefactory.go1.deploy.check import FLOOR, TOLERANCE, sim2sim
 from scenefactory.go1.deploy.export import export_go1
@@ -58,7 +58,9 @@ class RecipeOptions:
     ``whole_body``: trunk height, pitch and roll commands too (``go1.whole_body``; with ``init_from``
     a velocity-only policy, the new inputs start at zero weight, ``go1.widen``); ``terrain``: the
     ground (``"flat"``, ``"rough"`` or one tile kind, ``config.TerrainConfig``, with its curriculum
-    and the critic's height scan); ``height_scan_actor``: the actor reads the height scan too."""
+    and the critic's height scan); ``height_scan_actor``: the actor reads the height scan too;
+    ``command_limits``: narrow the command ranges to at most ±vx, ±vy [m/s] and ±yaw rate [rad/s]
+    (``None``: the config's ranges)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -76,6 +78,7 @@ class RecipeOptions:
     whole_body: bool = False
     terrain: str = "flat"
     height_scan_actor: bool = False
+    command_limits: tuple[float, float, float] | None = None
 
 
 DISTILL_ACTION_STD = 0.2
@@ -91,6 +94,26 @@ def _reweighted(
         if name not in names:
             raise UserError(f"--reward-weight: unknown term '{name}', expected one of {', '.join(names)}")
     return tuple(replace(t, weight=new.get(t.name, t.weight)) for t in rewards)
+
+
+def _limited(commands: CommandConfig, limits: tuple[float, float, float] | None) -> CommandConfig:
+    """``commands`` with each range cut to ``±limit`` (vx, vy [m/s], yaw rate [rad/s])."""
+    if limits is None:
+        return commands
+    if not all(x > 0 for x in limits):
+        got = " ".join(f"{x:g}" for x in limits)
+        raise UserError(f"--command-limits VX VY YAW must be positive, got {got}")
+    vx, vy, yaw = limits
+
+    def cut(pair: tuple[float, float], x: float) -> tuple[float, float]:
+        return (max(pair[0], -x), min(pair[1], x))
+
+    return replace(
+        commands,
+        vx_mps=cut(commands.vx_mps, vx),
+        vy_mps=cut(commands.vy_mps, vy),
+        yaw_radps=cut(commands.yaw_radps, yaw),
+    )
 
 
 def train_spec(
@@ -131,7 +154,9 @@ def train_spec(
         rnd = replace(rnd, latency_s=(lat_lo / 1000.0, lat_hi / 1000.0))
     task = replace(
         base,
-        commands=replace(base.commands, pure_turn_prob=options.pure_turn_prob),
+        commands=_limited(
+            replace(base.commands, pure_turn_prob=options.pure_turn_prob), options.command_limits
+        ),
         randomization=rnd,
         rewards=_reweighted(rewards, options.reward_weights),
     )
