@@ -343,12 +343,11 @@ def train(args: argparse.Namespace) -> int:
 
 def eval_levels(terrain: str, levels: list[int] | None) -> tuple[int, ...] | None:
     """The terrain levels of ``eval go1 --terrain T --level L ...``: :data:`TARGET_LEVELS` when
-    none are given, none without a terrain table (``--level`` then is a mistake)."""
-    if terrain == "none":
-        if levels is not None:
-            raise UserError("eval go1 --level: needs a terrain table, but --terrain is none")
-        return None
-    return TARGET_LEVELS if levels is None else tuple(levels)
+    none are given (``--level`` with ``--terrain none`` is refused by
+    ``terrain_eval.terrain_eval_config``)."""
+    if levels is not None:
+        return tuple(levels)
+    return None if terrain == "none" else TARGET_LEVELS
 
 
 def evaluate(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ in ``0 … max_init_level``. When an episode ends (:func:`next_levels`):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -65,9 +65,6 @@ class TerrainCurriculum:
 
     STATE = ("levels", "cols", "start_xy", "commanded_xy", "heading_rad", "elapsed_s")
     """The arrays the next steps read (saved with the environment)."""
-    OLD_STATE: ClassVar[Mapping[str, tuple[str, ...]]] = {"commanded_m": ("commanded_xy", "heading_rad")}
-    """A state saved before the commanded displacement (``commanded_m``, a path length): its
-    episodes in flight start that sum afresh."""
 
     def __init__(
         self,
@@ -138,13 +135,13 @@ class TerrainCurriculum:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` (every array checked before any is written); ``ValueError``
-        names what does not fit. An :data:`OLD_STATE` sum is replaced by zeros (a constant heading
-        offset rotates the commanded displacement without changing its length)."""
-        state = dict(state)
-        for old, new in self.OLD_STATE.items():
-            if old in state and not any(f in state for f in new):
-                del state[old]
-                state.update({f: torch.zeros_like(torch.from_numpy(getattr(self, f))) for f in new})
+        names what does not fit. A state saved before the commanded displacement (its path length
+        ``commanded_m`` instead) restarts the sums of the episodes in flight at zero (a constant
+        heading offset rotates the commanded displacement without changing its length)."""
+        if "commanded_m" in state and "commanded_xy" not in state:
+            state = {k: v for k, v in state.items() if k != "commanded_m"}
+            state |= {"commanded_xy": torch.zeros(self.commanded_xy.shape, dtype=torch.float64)}
+            state |= {"heading_rad": torch.zeros(self.heading_rad.shape, dtype=torch.float64)}
         pairs = []
         for f in self.STATE:
             arr, value = getattr(self, f), state.get(f)
