@@ -30,7 +30,7 @@ from scenefactory.go1.config import (
 )
 from scenefactory.go1.curriculum import TerrainCurriculum, initial_columns, next_levels
 from scenefactory.go1.env import Go1Env
-from scenefactory.go1.jobs import SHIPPED_POLICY, Go1ExportArgs, export
+from scenefactory.go1.jobs import SHIPPED_POLICY, Go1ExportArgs, export, terrain_progress
 from scenefactory.go1.observations import CRITIC_DIM, FRAME_DIM
 from scenefactory.go1.terrain_eval import TerrainEvalConfig, terrain_table
 from scenefactory.go1.train import (
@@ -202,6 +202,19 @@ def test_curriculum_promotes_demotes_and_recycles_the_top() -> None:
     assert new[5] == 0  # never below 0
     tops = next_levels(np.full(2000, 9), np.full(2000, 5.0), np.zeros(2000), 8.0, 10, rng)
     assert set(np.unique(tops)) == set(range(10))
+
+
+def test_levels_by_kind_average_each_kinds_columns() -> None:
+    cur = TerrainCurriculum(
+        6, num_levels=5, num_cols=3, max_init_level=0, tile_size_m=8.0, rng=np.random.default_rng(0)
+    )
+    np.testing.assert_array_equal(cur.cols, [0, 0, 1, 1, 2, 2])
+    cur.levels[:] = [0, 1, 4, 2, 3, 3]
+    by_kind = cur.mean_levels_by_kind(("stairs_up", "random", "stairs_up"))
+    assert list(by_kind) == ["stairs_up", "random"]
+    assert by_kind == {"stairs_up": pytest.approx(1.75), "random": pytest.approx(3.0)}
+    with pytest.raises(ValueError, match="2 column kinds for columns 0 … 2"):
+        cur.mean_levels_by_kind(("random", "steps"))
 
 
 def test_curriculum_reads_the_commanded_distance_of_the_episode() -> None:
@@ -392,6 +405,12 @@ def test_training_on_terrain_logs_the_level_resumes_and_fine_tunes_a_flat_policy
     t.run()
     row = json.loads((tmp_path / "rough" / "history.json").read_text())[-1]
     assert 0.0 <= row["terrain_level"] <= SMALL.num_levels - 1
+    assert t.env.curriculum is not None
+    kind_of_robot = np.asarray(tr.column_kinds(SMALL))[t.env.curriculum.cols]
+    for kind in set(kind_of_robot):  # each kind's mean level over its robots, in the history
+        assert row[f"terrain_level_{kind}"] == pytest.approx(
+            t.env.curriculum.levels[kind_of_robot == kind].mean()
+        )
     again = Go1Trainer(tiny_spec(rough, iterations=2), tmp_path / "rough", nthread=1)
     assert again.iteration == 1 and again.env.curriculum is not None and t.env.curriculum is not None
     np.testing.assert_array_equal(again.env.curriculum.levels, t.env.curriculum.levels)  # exact resume
@@ -431,3 +450,10 @@ def test_eval_levels_default_to_the_targets_and_need_a_terrain(tmp_path: Path) -
     assert eval_levels("none", None) is None
     assert main(["eval", "go1", "--terrain", "none", "--level", "3", "--out", str(tmp_path / "e")]) == 2
     assert not (tmp_path / "e").exists()
+
+
+def test_progress_line_names_the_kind_lowest_on_the_curriculum() -> None:
+    row = {"terrain_level": 2.0, "terrain_level_random": 3.0, "terrain_level_stairs_up": 0.5}
+    assert terrain_progress(row) == "  terrain level 2.00 (lowest stairs_up 0.50)"
+    assert terrain_progress({"terrain_level": 1.0, "terrain_level_steps": 1.0}) == "  terrain level 1.00"
+    assert terrain_progress({"mean_return": 1.0}) == ""

@@ -19,7 +19,7 @@ in ``0 … max_init_level``. When an episode ends (:func:`next_levels`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -128,6 +128,17 @@ class TerrainCurriculum:
     def mean_level(self) -> float:
         """Mean level over the robots (Isaac Lab logs it as the curriculum's progress)."""
         return float(self.levels.mean())
+
+    def mean_levels_by_kind(self, kinds: Sequence[str]) -> dict[str, float]:
+        """Mean level of the robots on each tile kind, ``kinds`` naming every column's kind
+        (``terrain.column_kinds``), in the order the kinds first appear: a mean level hides a kind
+        stuck at the bottom (blind stairs up) behind kinds at the top."""
+        if len(kinds) <= int(self.cols.max(initial=0)):
+            raise ValueError(f"{len(kinds)} column kinds for columns 0 … {int(self.cols.max())}")
+        of_robot = np.asarray(kinds)[self.cols]
+        return {
+            k: float(self.levels[of_robot == k].mean()) for k in dict.fromkeys(kinds) if (of_robot == k).any()
+        }
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Copies of :data:`STATE`."""

@@ -202,6 +202,17 @@ class Go1TrainArgs:
     physics: PhysicsBackend = field(default_factory=PhysicsBackend)
 
 
+def terrain_progress(row: dict[str, Any]) -> str:
+    """The progress line's terrain part: the mean level and the kind lowest on the curriculum."""
+    if "terrain_level" not in row:
+        return ""
+    kinds = {k.removeprefix("terrain_level_"): v for k, v in row.items() if k.startswith("terrain_level_")}
+    lowest = min(kinds, key=kinds.__getitem__) if len(kinds) > 1 else None
+    return f"  terrain level {row['terrain_level']:.2f}" + (
+        f" (lowest {lowest} {kinds[lowest]:.2f})" if lowest is not None else ""
+    )
+
+
 def train(args: Go1TrainArgs) -> Go1Trainer:
     """Train (or resume) a Go1 policy into ``args.out``; one progress line per iteration."""
     iterations = args.iterations
@@ -225,7 +236,7 @@ def train(args: Go1TrainArgs) -> Go1Trainer:
                 for k in ("base_height", "body_pitch", "body_roll")
                 if f"term_track_{k}" in row
             )
-            + (f"  terrain level {row['terrain_level']:.2f}" if "terrain_level" in row else ""),
+            + terrain_progress(row),
             file=sys.stderr,
             flush=True,
         )

@@ -39,7 +39,7 @@ from scenefactory.go1.config import (
 )
 from scenefactory.go1.env import Go1Env, LocoStep
 from scenefactory.go1.observations import frame_dim, params_start
-from scenefactory.go1.terrain import scan_dim
+from scenefactory.go1.terrain import column_kinds, scan_dim
 from scenefactory.go1.widen import widen_for_whole_body
 from scenefactory.rl.checkpoints import (
     checked_policy,
@@ -278,8 +278,16 @@ class Go1Hooks(RunnerHooks[dict[str, Any]]):
             **{f"loss_{k}": v for k, v in rollout.losses.items()},
             **{f"term_{k}": v / t_steps for k, v in self.term_sums.items()},
             **{f"curriculum_{k}": v for k, v in curriculum.items()},
-            **({} if self.env.curriculum is None else {"terrain_level": self.env.curriculum.mean_level}),
+            **self._terrain_levels(),
         }
+
+    def _terrain_levels(self) -> dict[str, float]:
+        """The curriculum's mean level, overall and per tile kind (none on flat ground)."""
+        cur = self.env.curriculum
+        if cur is None:
+            return {}
+        kinds = cur.mean_levels_by_kind(column_kinds(self.env.cfg.terrain))
+        return {"terrain_level": cur.mean_level, **{f"terrain_level_{k}": v for k, v in kinds.items()}}
 
     def _pool_curriculum(self) -> None:
         """Every rank's tracking of the episodes ended since the curriculum last advanced, pooled
