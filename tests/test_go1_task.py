@@ -214,6 +214,11 @@ def test_joint_friction_randomization_is_per_world_and_off_by_default(env: Go1En
 def test_push_kicks_the_trunk_and_hold_commands_sticks() -> None:
     e = Go1Env(replace(nominal(Go1TaskConfig(num_envs=2)), episode_length_s=5.0), seed=0, nthread=1)
     e.hold_commands(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.5]]))
+    actor, _ = e.observations()  # every stacked frame reads the held command, not reset's draw
+    for k in range(e.cfg.history):
+        torch.testing.assert_close(
+            actor[:, k * FRAME_DIM + 6 : k * FRAME_DIM + 9], torch.tensor([[1.0, 0, 0], [0, 0, 1.5]])
+        )
     v0 = e.sim.bind("qvel")[:, 0:2].copy()
     e.push(np.array([0]), np.array([[2.0, 0.0]]))
     v1 = e.sim.bind("qvel")[:, 0:2]

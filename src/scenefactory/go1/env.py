@@ -158,11 +158,16 @@ class Go1Env:
         self._cmd_timer[ids] = self.cfg.commands.resample_s
 
     def hold_commands(self, command: np.ndarray) -> None:
-        """Fix every robot's command to ``command`` (N, 3) for good (evaluation); with whole-body
-        commands (N, 6), or (N, 3) at the nominal body command."""
+        """Fix every robot's command to ``command`` (N, 3) for good (evaluation), in the actor's
+        stacked frames too; with whole-body commands (N, 6), or (N, 3) at the nominal body command."""
         cmd = np.asarray(command, dtype=np.float64).reshape(self.num_envs, -1)
         self._held_command = full_commands(cmd, self.cfg.whole_body, self.num_envs)
         self.command[:] = self._held_command
+        # the frames stacked since the last reset read the command drawn there: the held one instead
+        _, start, stop = next(
+            s for s in obs_terms.frame_layout(self.cfg.whole_body.enabled) if s[0] == "command"
+        )
+        self._history[:, :, start:stop] = self._held_command[:, None, :]
 
     def update_curriculum(self) -> dict[str, float]:
         """Widen the command ranges if the episodes that ended since the last call tracked well."""
