@@ -457,3 +457,22 @@ def test_progress_line_names_the_kind_lowest_on_the_curriculum() -> None:
     assert terrain_progress(row) == "  terrain level 2.00 (lowest stairs_up 0.50)"
     assert terrain_progress({"terrain_level": 1.0, "terrain_level_steps": 1.0}) == "  terrain level 1.00"
     assert terrain_progress({"mean_return": 1.0}) == ""
+
+
+def test_eval_runs_only_the_tables_asked_for(tmp_path: Path) -> None:
+    from scenefactory.cli import main
+    from scenefactory.cli.go1 import EVAL_TABLES
+    from scenefactory.go1.jobs import TABLES
+
+    assert EVAL_TABLES == TABLES  # the CLI's spelled-out names
+    out = tmp_path / "e"
+    argv = ["eval", "go1", "--tables", "terrain", "--terrain", "random", "--level", "0", "--quick"]
+    assert main([*argv, "--episodes", "2", "--out", str(out)]) == 0
+    result = json.loads((out / "metrics.json").read_text())
+    assert result["tables"] == ["terrain"] and result["tracking"] == [] and result["push_recovery"] == []
+    assert "whole_body" not in result and [r["kind"] for r in result["terrain"]] == ["random", "random"]
+    assert set(result["summary"]) == {"terrain_random_success_rate"}
+    report = (out / "report.md").read_text()
+    assert "Push recovery" not in report and "| vx m/s |" not in report and "| random | 0 |" in report
+    no_terrain = ["eval", "go1", "--tables", "push", "--level", "3", "--out", str(tmp_path / "f")]
+    assert main(no_terrain) == 2 and not (tmp_path / "f").exists()

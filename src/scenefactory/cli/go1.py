@@ -48,6 +48,8 @@ WEIGHT = FloatRange(-MAX_WEIGHT, MAX_WEIGHT, what="a weight")
 TILE_KINDS = ("random", "slope_up", "slope_down", "stairs_up", "stairs_down", "steps")
 """``go1.config.TERRAIN_KINDS``, spelled out so that ``--help`` loads no Go1 stack (a test checks
 they agree)."""
+EVAL_TABLES = ("velocity", "push", "whole-body", "terrain")
+"""``go1.jobs.TABLES``, spelled out for the same reason (a test checks they agree)."""
 LEVEL = IntRange(0, 99)
 TARGET_LEVELS = (3, 4, 5, 7)
 """Terrain levels ``eval go1`` runs by default: those of the README's traversal targets."""
@@ -242,6 +244,14 @@ def add_task_parser(command: str, tasks: Any) -> None:
                 + ": random ground of +-5 cm is level 4, 10 cm stairs 3, 15 cm stairs 5, 20 deg slopes 7)",
             )
             t.add_argument(
+                "--tables",
+                choices=EVAL_TABLES,
+                nargs="+",
+                default=list(EVAL_TABLES),
+                help="which tables to run (default: all; whole-body needs a whole-body policy), e.g. "
+                "--tables terrain to follow a terrain run's checkpoints",
+            )
+            t.add_argument(
                 "--controller",
                 choices=("policy", "model-based"),
                 default="policy",
@@ -364,7 +374,8 @@ def evaluate(args: argparse.Namespace) -> int:
             latency_ms=args.latency_ms,
             joint_scale=args.joint_scale,
             terrain=None if args.terrain == "none" else args.terrain,
-            levels=eval_levels(args.terrain, args.level),
+            levels=eval_levels(args.terrain if "terrain" in args.tables else "none", args.level),
+            tables=tuple(args.tables),
             controller=args.controller,
             fixed_episodes=args.fixed_episodes,
             physics=physics(args),

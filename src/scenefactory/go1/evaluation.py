@@ -400,9 +400,8 @@ def summarize_go1(tracking: Sequence[dict[str, Any]], pushes: Sequence[dict[str,
     if yaw_rows:
         out["yaw_1.8_error_radps"] = float(np.mean([r["yaw_rate_error_radps"] for r in yaw_rows]))
     moving = [r for r in tracking if any(v != 0.0 for v in r["command"].values())]
-    falls = sum(r["falls"] for r in moving)
-    eps = sum(r["episodes"] for r in moving)
-    out["fall_rate_moving"] = falls / eps if eps else math.nan
+    if moving:  # none: the velocity table was not run
+        out["fall_rate_moving"] = sum(r["falls"] for r in moving) / sum(r["episodes"] for r in moving)
     p15 = [p for p in pushes if p["push_mps"] == 1.5]
     if p15:
         out["push_1.5_recovery_rate"] = p15[0]["recovery_rate"]

@@ -276,7 +276,13 @@ class Go1EvalArgs:
     """The earlier protocol (``evaluation.EvalConfig.fixed_episodes``): nominal robot, exact commands."""
     physics: PhysicsBackend = field(default_factory=PhysicsBackend)
     """The evaluation's worlds: MuJoCo C, or MuJoCo Warp on a device (whatever the policy trained on)."""
+    tables: tuple[str, ...] = ("velocity", "push", "whole-body", "terrain")
+    """Which of :data:`TABLES` to run (the whole-body table needs a whole-body policy, the terrain
+    table ``terrain``)."""
 
+
+TABLES = ("velocity", "push", "whole-body", "terrain")
+"""The tables ``eval go1`` can run."""
 
 CONTROLLERS = ("policy", "model-based")
 """What ``eval go1 --controller`` measures."""
@@ -331,8 +337,16 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
         raise UserError(f"eval go1 --latency-ms {latency_ms:g} --joint-scale {joint_scale:g}: {exc}") from exc
     if args.quick:
         cfg = ev.quick(cfg)
+    tables = set(args.tables)
+    if not tables or not tables <= set(TABLES):
+        raise UserError(f"eval go1 --tables {' '.join(args.tables)}: expected some of {', '.join(TABLES)}")
+    if "terrain" not in tables and args.levels is not None:
+        raise UserError(
+            f"eval go1 --level {' '.join(map(str, args.levels))}: the terrain table is not in --tables"
+        )
+    terrain_name = args.terrain if "terrain" in tables else None
     try:
-        terrain = terrain_eval_config(args.terrain, args.levels, policy.task_cfg, episodes, args.quick)
+        terrain = terrain_eval_config(terrain_name, args.levels, policy.task_cfg, episodes, args.quick)
     except ValueError as exc:
         raise UserError(f"eval go1 --terrain/--level: {exc}") from exc
     world = "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions"
@@ -347,9 +361,11 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
     if policy.params_dim:
         world += f"; a privileged actor, given its world's {policy.params_dim} parameters"
     t0 = time.perf_counter()
-    tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed)
-    pushes = ev.push_table(policy.task_cfg, policy, cfg, seed)
-    whole_body = ev.whole_body_rows(policy.task_cfg, policy, cfg, seed)  # None: velocity-only policy
+    tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed) if "velocity" in tables else []
+    pushes = ev.push_table(policy.task_cfg, policy, cfg, seed) if "push" in tables else []
+    whole_body = None  # None: not asked for, or a velocity-only policy
+    if "whole-body" in tables:
+        whole_body = ev.whole_body_rows(policy.task_cfg, policy, cfg, seed)
     summary = ev.summarize_go1(tracking, pushes)
     if whole_body is not None:
         summary.update(whole_body_summary(whole_body))
@@ -361,6 +377,7 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
         "controller": args.controller,
         "policy": policy.meta,
         "seed": seed,
+        "tables": [t for t in TABLES if t in tables],
         "eval_config": asdict(cfg),
         "world": world,
         "episodes": ev.variation(policy.task_cfg, cfg),
@@ -392,11 +409,14 @@ def go1_report(result: dict[str, Any]) -> str:
         if result.get("controller", "policy") == "policy"
         else f"Controller: model-based trot ({result['policy']}); seed {result['seed']}; {result['world']}.",
         *ev.variation_report(result.get("episodes")),
-        "",
-        "| vx m/s | vy m/s | yaw rad/s | episodes | lin. error m/s [95% CI] | yaw error rad/s [95% CI] "
-        "| achieved vx / vy / yaw | fall rate [95% CI] |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    if result["tracking"]:
+        lines += [
+            "",
+            "| vx m/s | vy m/s | yaw rad/s | episodes | lin. error m/s [95% CI] | yaw error rad/s [95% CI] "
+            "| achieved vx / vy / yaw | fall rate [95% CI] |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
     for r in result["tracking"]:
         c = r["command"]
         lines.append(
@@ -407,14 +427,15 @@ def go1_report(result: dict[str, Any]) -> str:
             f"| {r['fall_rate']:.3f} {_ci(r['fall_rate_ci95'])} |"
         )
     cfg = result["eval_config"]
-    lines += [
-        "",
-        f"Push recovery: walking at {tuple(cfg['push_command'])}, kicked at {cfg['push_at_s']} s in a random "
-        f"horizontal direction; recovered = not fallen {cfg['recover_s']} s later.",
-        "",
-        "| push m/s | trials | recovered | recovery rate [95% CI] |",
-        "|---|---|---|---|",
-    ]
+    if result["push_recovery"]:
+        lines += [
+            "",
+            f"Push recovery: walking at {tuple(cfg['push_command'])}, kicked at {cfg['push_at_s']} s in a "
+            f"random horizontal direction; recovered = not fallen {cfg['recover_s']} s later.",
+            "",
+            "| push m/s | trials | recovered | recovery rate [95% CI] |",
+            "|---|---|---|---|",
+        ]
     for p in result["push_recovery"]:
         lines.append(
             f"| {p['push_mps']:.1f} | {p['trials']} | {p['recovered']} "
