@@ -433,6 +433,11 @@ def test_training_on_terrain_logs_the_level_resumes_and_fine_tunes_a_flat_policy
         after = seeing.alg.get_policy()(obs)
     torch.testing.assert_close(after, before)
     seeing.run()
+    blind_rough = str(tmp_path / "rough" / "checkpoints" / "latest.pt")  # its critic reads the scan
+    from_rough = Go1Trainer(tiny_spec(seeing_task, init_from=blind_rough), tmp_path / "seeing2", nthread=1)
+    saved_critic = load_checkpoint(blind_rough)["critic_state_dict"]
+    for k, v in from_rough.alg.critic.state_dict().items():  # kept, though the actor gained the scan
+        torch.testing.assert_close(v, saved_critic[k])
     with pytest.raises(UserError, match="height scan"):
         export(
             Go1ExportArgs(

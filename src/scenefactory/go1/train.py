@@ -127,8 +127,10 @@ class Go1TrainSpec:
     """A Go1 training checkpoint to start from (a fine-tuning stage): its actor, critic,
     normalizers, optimizer state and curriculum; iterations count from 0 in the new folder. A
     distilled checkpoint (no critic), or one whose critic reads another width (joint damping
-    randomization adds a privileged value; needs ``critic_warmup``), gives the actor and curriculum;
-    the critic and optimizer start fresh."""
+    randomization adds a privileged value, terrain the height scan; needs ``critic_warmup``), gives
+    the actor and curriculum; the critic and optimizer start fresh. An actor that gains inputs
+    (whole-body commands, the height scan) keeps a critic of the same width; its optimizer starts
+    fresh (a short ``critic_warmup`` then ramps the learning rate)."""
     teacher: str | None = None
     """Distil ``ppo``'s actor from this Go1 policy (checkpoint or shipped file) instead of PPO."""
     critic_warmup: int = 0
@@ -431,18 +433,21 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
         if critic is not None:  # without a normalizer to read it from, the strict load decides
             mean = critic.get("obs_normalizer._mean")
             saved_width = width if mean is None else int(mean.shape[-1])
-        full = critic is not None and saved_width == width and actor_state is data["actor_state_dict"]
-        if critic is not None and not full and self.spec.critic_warmup == 0:
+        same_critic = critic is not None and saved_width == width
+        full = same_critic and actor_state is data["actor_state_dict"]
+        if critic is not None and not same_critic and self.spec.critic_warmup == 0:
             raise CheckpointError(
-                f"{path}: its critic and optimizer cannot be kept (the critic reads {saved_width} values, "
-                f"this task's {width}: the joint damping/friction scale is privileged when randomized; or "
-                f"the actor gained inputs): start a fresh critic with --critic-warmup N"
+                f"{path}: its critic cannot be kept (it reads {saved_width} values, this task's "
+                f"{width}: the joint damping/friction scale is privileged when randomized; the height "
+                f"scan on terrain): start a fresh critic with --critic-warmup N"
             )
         try:
             if full:
                 alg.load(data, None, strict=True)
-            else:  # a distilled student, another critic or actor width: the actor only, a fresh critic
+            else:  # a distilled student, another critic or actor width: the actor, a fresh optimizer
                 actor.load_state_dict(actor_state, strict=True)
+                if same_critic:  # the actor gained inputs (the height scan): the critic is kept
+                    alg.critic.load_state_dict(critic, strict=True)
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path}: networks do not fit this run's PPO config ({exc})") from exc
         load_curriculum(self.env, data)
