@@ -254,6 +254,10 @@ def resolve_checkpoint(checkpoint: Path | None) -> Path:
     return SHIPPED_POLICY
 
 
+TABLES = ("velocity", "push", "whole-body", "terrain")
+"""The tables ``eval go1`` can run."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Go1EvalArgs:
     """Arguments of ``eval go1``: the policy of ``checkpoint`` (``None``: the shipped one),
@@ -276,13 +280,10 @@ class Go1EvalArgs:
     """The earlier protocol (``evaluation.EvalConfig.fixed_episodes``): nominal robot, exact commands."""
     physics: PhysicsBackend = field(default_factory=PhysicsBackend)
     """The evaluation's worlds: MuJoCo C, or MuJoCo Warp on a device (whatever the policy trained on)."""
-    tables: tuple[str, ...] = ("velocity", "push", "whole-body", "terrain")
+    tables: tuple[str, ...] = TABLES
     """Which of :data:`TABLES` to run (the whole-body table needs a whole-body policy, the terrain
     table ``terrain``)."""
 
-
-TABLES = ("velocity", "push", "whole-body", "terrain")
-"""The tables ``eval go1`` can run."""
 
 CONTROLLERS = ("policy", "model-based")
 """What ``eval go1 --controller`` measures."""
