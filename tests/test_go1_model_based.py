@@ -1,6 +1,6 @@
-"""The model-based trot baseline (``go1.model_based``): its leg kinematics against MuJoCo's, and
-what it does in the env through the policy's actuator path — walk forward, turn either way, stand
-still — and ``eval go1 --controller model-based``.
+"""The model-based trot baseline (``go1.model_based``): its frames, and what it does in the env
+through the policy's actuator path — walk forward, turn either way, stand still — and
+``eval go1 --controller model-based``.
 
 The walking figures are pinned with a margin under what it measured (nominal world, seeds 0-2,
 4 s): 0.5 m/s commanded, 0.54 m/s achieved over the last 2 s and 2.1 m covered; ±1.0 rad/s
@@ -24,59 +24,13 @@ from scenefactory.go1.config import Go1TaskConfig, nominal
 from scenefactory.go1.env import Go1Env
 from scenefactory.go1.frames import gravity_in_body
 from scenefactory.go1.jobs import Go1EvalArgs, evaluate
-from scenefactory.go1.model_based import (
-    ModelBasedController,
-    TrotConfig,
-    foot_jacobians,
-    foot_positions,
-    leg_ik,
-    level_to_body,
-    tilt,
-)
+from scenefactory.go1.model_based import ModelBasedController, TrotConfig, level_to_body, tilt
 
 SECONDS = 4.0
 MIN_DISTANCE_M = 1.5
 """Covered at a 0.5 m/s command in :data:`SECONDS` (measured 2.1 m)."""
 MIN_TURN_RADPS = 0.8
 """Mean yaw rate over the last 2 s at a ±1.0 rad/s command (measured 1.02-1.05)."""
-
-
-def random_joints(rng: np.random.Generator, n: int) -> np.ndarray:
-    return go1.default_joint_pos() + rng.uniform(-0.4, 0.4, (n, go1.NUM_JOINTS))
-
-
-def test_foot_kinematics_match_mujoco_and_invert() -> None:
-    model = mujoco.MjModel.from_xml_string(go1.go1_mjcf(with_visuals=False))
-    data = mujoco.MjData(model)
-    index = go1.Go1Index.from_model(model)
-    q = random_joints(np.random.default_rng(0), 5)
-    feet = foot_positions(q)
-    assert feet.shape == (5, 4, 3)
-    for i in range(5):
-        data.qpos[:] = 0.0
-        data.qpos[3] = 1.0  # trunk frame = world frame
-        data.qpos[index.joint_qpos] = q[i]
-        mujoco.mj_kinematics(model, data)
-        sites = np.array([data.site(f"{leg}_foot").xpos for leg in go1.LEGS])
-        np.testing.assert_allclose(feet[i], sites, atol=1e-9)
-    np.testing.assert_allclose(leg_ik(feet), q, atol=1e-9)
-    eps, jac = 1e-6, foot_jacobians(q)
-    for j in range(3):
-        dq = np.zeros(go1.NUM_JOINTS)
-        dq[j::3] = eps
-        numeric = (foot_positions(q + dq) - foot_positions(q - dq)) / (2 * eps)
-        np.testing.assert_allclose(jac[..., j], numeric, atol=1e-7)
-
-
-def test_ik_pulls_an_unreachable_foot_onto_the_reach() -> None:
-    far = foot_positions(go1.default_joint_pos()[None]).copy()
-    far[0, 0, 2] = -1.0  # a metre below the front-right hip: the leg only reaches 0.43 m
-    q = leg_ik(far)
-    assert np.isfinite(q).all()
-    reached = foot_positions(q)[0, 0] - np.array([go1.HIP_OFFSET_M[0], -go1.HIP_OFFSET_M[1], 0.0])
-    assert np.linalg.norm(reached) == pytest.approx(
-        np.hypot(go1.THIGH_LENGTH_M + go1.CALF_LENGTH_M, go1.THIGH_OFFSET_M), abs=2e-3
-    )
 
 
 def test_tilt_and_level_frame_agree_with_the_imu() -> None:

@@ -245,7 +245,9 @@ def test_cli_eval_export_deploy_and_errors(
     assert main(["train", "go1", "--joint-friction-dr", "1.8", "0.8", "--out", str(tmp_path / "t")]) == 2
     assert "0 <= LOW <= HIGH, got 1.8 0.8" in capsys.readouterr().err
     assert main(["train", "go1", "--reward-weight", "action_rat=-1", "--out", str(tmp_path / "t")]) == 2
-    assert "unknown term 'action_rat', expected one of track_lin_vel_xy" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown term 'action_rat', expected one of track_lin_vel_xy" in err
+    assert "(or an optional term: foot_clearance)" in err
     assert main(["train", "go1", "--reward-weight", "action_rate", "--out", str(tmp_path / "t")]) == 2
     assert "expected TERM=WEIGHT" in capsys.readouterr().err
 
@@ -256,7 +258,7 @@ def test_recipe_options_reach_the_task() -> None:
         yaw_precision_weight=0.5,
         joint_friction_scale=(0.8, 1.8),
         latency_ms=(5.0, 20.0),
-        reward_weights=(("action_rate", -0.03),),
+        reward_weights=(("action_rate", -0.03), ("foot_clearance", -10.0)),
     )
     task = go1_jobs.train_spec(16, 3, 0, opts).task
     assert task.commands.pure_turn_prob == 0.2
@@ -265,6 +267,8 @@ def test_recipe_options_reach_the_task() -> None:
     weights = {t.name: t.weight for t in task.rewards}
     assert weights["action_rate"] == -0.03 and weights["track_ang_vel_z_fine"] == 0.5
     assert weights["track_lin_vel_xy"] == 1.5  # the others keep their defaults
+    assert weights["foot_clearance"] == -10.0  # an optional term joins the reward with its weight
+    assert "foot_clearance" not in {t.name for t in go1_jobs.train_spec(16, 3, 0).task.rewards}
     assert go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(history=15)).task.history == 15
     base = go1_jobs.train_spec(16, 3, 0).task
     assert base == Go1TaskConfig(num_envs=16)  # no options: the base recipe exactly

@@ -48,6 +48,8 @@ def state(**kw: torch.Tensor) -> LocoState:
         foot_contact=torch.ones(n, 4, dtype=torch.bool),
         first_contact=torch.zeros(n, 4, dtype=torch.bool),
         air_time_s=torch.zeros(n, 4),
+        foot_height_m=torch.zeros(n, 4),
+        foot_speed_xy=torch.zeros(n, 4),
         fallen=torch.zeros(n, dtype=torch.bool),
         air_time_threshold_s=0.5,
         dt=0.02,
@@ -90,6 +92,14 @@ def test_feet_air_time_rewards_long_steps_only_when_moving() -> None:
     cmd = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
     s = state(first_contact=first, air_time_s=air, command=cmd)
     torch.testing.assert_close(r.feet_air_time(s), torch.tensor([0.2, 0.0]))
+
+
+def test_foot_clearance_costs_moving_feet_off_the_target_height() -> None:
+    h = torch.tensor([[0.0, r.FOOT_CLEARANCE_TARGET_M, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    v = torch.tensor([[2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])  # robot 1: all feet in stance
+    got = r.foot_clearance(state(foot_height_m=h, foot_speed_xy=v))
+    # foot 0 drags along the ground at 2 m/s; foot 1 swings at the target height; 2 and 3 stand
+    torch.testing.assert_close(got, torch.tensor([r.FOOT_CLEARANCE_TARGET_M**2 * 2.0, 0.0]))
 
 
 def test_joint_limits_stand_still_and_fall_terms() -> None:

@@ -146,7 +146,10 @@ def add_task_parser(command: str, tasks: Any) -> None:
             action="append",
             default=[],
             metavar="TERM=W",
-            help="replace a reward term's weight (repeatable), e.g. action_rate=-0.03",
+            help=(
+                "replace a reward term's weight (repeatable), e.g. action_rate=-0.03; an optional "
+                "term (foot_clearance) is added with its weight"
+            ),
         )
         t.add_argument(
             "--history",

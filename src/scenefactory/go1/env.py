@@ -28,6 +28,7 @@ from scenefactory.go1 import robot as go1
 from scenefactory.go1.config import Go1TaskConfig
 from scenefactory.go1.curriculum import TerrainCurriculum
 from scenefactory.go1.frames import gravity_in_body
+from scenefactory.go1.kinematics import feet_in_world, feet_velocity_in_world
 from scenefactory.go1.randomization import Randomizer
 from scenefactory.go1.rewards import track_ang_vel_z, track_lin_vel_xy
 from scenefactory.go1.state import LocoState
@@ -377,6 +378,18 @@ class Go1Env:
             return np.zeros(self.num_envs)
         return self.terrain.height_at(self._qpos[:, 0:2])
 
+    def feet(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N, 4) each foot's height above the ground under it [m] and (N, 4) its horizontal speed
+        [m/s], from the leg kinematics (``go1.kinematics``) of the current state."""
+        ix = self.index
+        q, qd = self._qpos[:, ix.joint_qpos], self._qvel[:, ix.joint_qvel]
+        feet_w = feet_in_world(self._qpos[:, 0:7], q)
+        ground = np.zeros((self.num_envs, 4))
+        if self.terrain is not None:
+            ground = self.terrain.height_at(feet_w[..., 0:2].reshape(-1, 2)).reshape(self.num_envs, 4)
+        vel_w = feet_velocity_in_world(self._qpos[:, 0:7], self._qvel[:, 0:6], q, qd)
+        return feet_w[..., 2] - go1.FOOT_RADIUS_M - ground, np.linalg.norm(vel_w[..., 0:2], axis=-1)
+
     def height_scan(self) -> np.ndarray:
         """(N, P) the clean height scan: base height above the ground at each point of
         ``terrain.scan_points_b`` (yaw-aligned) minus the nominal trunk height, clipped."""
@@ -465,6 +478,7 @@ class Go1Env:
         self._prev_qvel = qd.copy()
         cos_fall = math.cos(math.radians(cfg.fall_tilt_deg))
         fallen = arrays["trunk_touch"] | (arrays["gravity_b"][:, 2] > -cos_fall)
+        foot_height, foot_speed = self.feet()
         state = LocoState(
             command=_t(self.command),
             lin_vel_b=_t(arrays["lin_vel_b"]),
@@ -482,6 +496,8 @@ class Go1Env:
             foot_contact=torch.from_numpy(contact.copy()),
             first_contact=torch.from_numpy(first),
             air_time_s=_t(air_at_touch),
+            foot_height_m=_t(foot_height),
+            foot_speed_xy=_t(foot_speed),
             fallen=torch.from_numpy(fallen),
             air_time_threshold_s=cfg.feet_air_time_threshold_s,
             dt=cfg.dt,

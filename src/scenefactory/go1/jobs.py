@@ -29,7 +29,7 @@ from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 from scenefactory.go1.env import Go1Env
 from scenefactory.go1.model_based import ModelBasedController
 from scenefactory.go1.render import render_go1
-from scenefactory.go1.rewards import track_ang_vel_z_fine
+from scenefactory.go1.rewards import OPTIONAL_FUNCTIONS, track_ang_vel_z_fine
 from scenefactory.go1.terrain_eval import terrain_eval_config, terrain_report, terrain_summary
 from scenefactory.go1.train import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 from scenefactory.go1.whole_body import whole_body_task
@@ -88,12 +88,19 @@ DISTILL_ACTION_STD = 0.2
 def _reweighted(
     rewards: tuple[RewardTerm, ...], weights: tuple[tuple[str, float], ...]
 ) -> tuple[RewardTerm, ...]:
+    """``rewards`` with the weights of ``weights`` replaced; a name of
+    ``rewards.OPTIONAL_FUNCTIONS`` not in ``rewards`` is added with its weight."""
     names = [t.name for t in rewards]
+    optional = {f.__name__: f for f in OPTIONAL_FUNCTIONS if f.__name__ not in names}
     new = dict(weights)
     for name in new:
-        if name not in names:
-            raise UserError(f"--reward-weight: unknown term '{name}', expected one of {', '.join(names)}")
-    return tuple(replace(t, weight=new.get(t.name, t.weight)) for t in rewards)
+        if name not in names and name not in optional:
+            raise UserError(
+                f"--reward-weight: unknown term '{name}', expected one of {', '.join(names)} "
+                f"(or an optional term: {', '.join(sorted(optional))})"
+            )
+    added = tuple(RewardTerm(n, optional[n], w) for n, w in new.items() if n in optional)
+    return tuple(replace(t, weight=new.get(t.name, t.weight)) for t in rewards) + added
 
 
 def _limited(commands: CommandConfig, limits: tuple[float, float, float] | None) -> CommandConfig:

@@ -85,6 +85,19 @@ def feet_air_time(s: LocoState) -> torch.Tensor:
     return gain * moving.float()
 
 
+FOOT_CLEARANCE_TARGET_M = 0.08
+"""Swing height :func:`foot_clearance` asks for: the Go1's foot ~8 cm over the ground under it (the
+toe clears a 10 cm riser when it is near its peak, the riser's top edge being reached mid-stride)."""
+
+
+def foot_clearance(s: LocoState) -> torch.Tensor:
+    """``Σ_feet (h − h*)²·‖v_xy‖`` [m²·m/s] (DreamWaQ's foot-clearance term, weighted negative):
+    a foot moving forward should travel at ``h* =`` :data:`FOOT_CLEARANCE_TARGET_M` over the
+    ground under it; feet in stance (speed ≈ 0) cost nothing. What a blind robot needs to lift its
+    feet over stairs it cannot see (a shuffling trot stubs on the first riser)."""
+    return ((s.foot_height_m - FOOT_CLEARANCE_TARGET_M).square() * s.foot_speed_xy).sum(-1)
+
+
 def joint_limit_violation(s: LocoState) -> torch.Tensor:
     """Radians beyond the soft joint limits, summed over joints."""
     lo, hi = s.joint_limits[:, 0], s.joint_limits[:, 1]
@@ -170,6 +183,7 @@ REWARD_FUNCTIONS = {
         joint_acc_sq,
         action_rate_sq,
         feet_air_time,
+        foot_clearance,
         joint_limit_violation,
         stand_still,
         fallen,
@@ -183,3 +197,5 @@ REWARD_FUNCTIONS = {
 """Term function name → function: how a saved config names its terms."""
 WHOLE_BODY_FUNCTIONS = frozenset({track_base_height, track_body_pitch, track_body_roll, attitude_error_sq})
 """Terms that read the whole-body commands: only in a task with ``WholeBodyConfig.enabled``."""
+OPTIONAL_FUNCTIONS = frozenset({foot_clearance})
+"""Terms in no default recipe: a run adds one by giving it a weight (``--reward-weight NAME=W``)."""

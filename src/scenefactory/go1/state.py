@@ -48,6 +48,11 @@ class LocoState:
     """(N, 4) bool: foot touched down during this step after being in the air."""
     air_time_s: torch.Tensor
     """(N, 4) time the foot had been in the air when it touched down (0 elsewhere)."""
+    foot_height_m: torch.Tensor
+    """(N, 4) height of each foot's lowest point above the ground straight under it [m] (0 on the
+    ground; read through the leg kinematics and the terrain's heights)."""
+    foot_speed_xy: torch.Tensor
+    """(N, 4) horizontal speed of each foot in the world frame [m/s] (≈ 0 in stance)."""
     fallen: torch.Tensor
     """(N,) bool: trunk on the ground or tilted past the fall angle."""
     air_time_threshold_s: float
