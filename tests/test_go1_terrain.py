@@ -481,3 +481,31 @@ def test_eval_runs_only_the_tables_asked_for(tmp_path: Path) -> None:
     assert "Push recovery" not in report and "| vx m/s |" not in report and "| random | 0 |" in report
     no_terrain = ["eval", "go1", "--tables", "push", "--level", "3", "--out", str(tmp_path / "f")]
     assert main(no_terrain) == 2 and not (tmp_path / "f").exists()
+
+
+def test_robots_start_at_the_centres_of_the_tiles_asked_for() -> None:
+    from scenefactory.go1.terrain_eval import eval_terrain, start_on_tiles
+
+    task = replace(Go1TaskConfig(num_envs=3), terrain=SMALL)
+    world = replace(task, terrain=eval_terrain(task, ("stairs_up", "slope_down"), seed=0))
+    env = Go1Env(world, seed=0, nthread=1)
+    assert env.terrain is not None
+    cols, heading = np.array([1, 0]), np.array([0.0, math.pi / 2])
+    start = start_on_tiles(env, 1, cols, heading)
+    np.testing.assert_allclose(start, env.terrain.origins_m[1, cols, 0:2])
+    yaw = tr.yaw_of(env.sim.bind("qpos")[:2, 3:7])
+    np.testing.assert_allclose(yaw, heading, atol=1e-12)
+
+
+def test_render_crosses_one_tile(tmp_path: Path) -> None:
+    from scenefactory.cli import main
+
+    out = tmp_path / "r"
+    argv = ["render", "go1", "--terrain", "stairs_down", "--level", "0", "--seconds", "0.4"]
+    argv += ["--out", str(out)]
+    assert main(argv) == 0
+    assert (out / "go1.mp4").stat().st_size > 0 and (out / "go1_frames.png").stat().st_size > 0
+    assert main(["render", "go1", "--terrain", "stairs_down", "--out", str(tmp_path / "a")]) == 2
+    too_high = ["render", "go1", "--terrain", "steps", "--level", "10", "--out", str(tmp_path / "b")]
+    assert main(too_high) == 2
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

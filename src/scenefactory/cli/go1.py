@@ -273,6 +273,20 @@ def add_task_parser(command: str, tasks: Any) -> None:
                 type=FloatRange(0.1, MAX_RENDER_S, what="a length in s", note="frames are held in memory"),
                 default=16.0,
             )
+            t.add_argument(
+                "--terrain",
+                choices=TILE_KINDS,
+                default=None,
+                help="cross one tile of this kind (needs --level) as the terrain evaluation does, "
+                "commanded straight ahead at --speed, instead of the command sequence",
+            )
+            t.add_argument("--level", type=LEVEL, default=None, help="the tile's level (with --terrain)")
+            t.add_argument(
+                "--speed",
+                type=FloatRange(-2.0, 2.0, what="a forward command in m/s"),
+                default=0.5,
+                help="forward command on the tile [m/s] (default 0.5)",
+            )
 
 
 def add_commands(sub: Any) -> None:
@@ -415,6 +429,9 @@ def render(args: argparse.Namespace) -> int:
             seconds=args.seconds,
             seed=args.seed,
             physics=physics(args),
+            terrain=args.terrain,
+            level=args.level,
+            speed_mps=args.speed,
         )
     )
     print(json.dumps({"video": str(video)}))

@@ -28,7 +28,7 @@ from scenefactory.go1.deploy.robot import SIM2SIM, TRAINING_SIM
 from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 from scenefactory.go1.env import Go1Env
 from scenefactory.go1.model_based import ModelBasedController
-from scenefactory.go1.render import render_go1
+from scenefactory.go1.render import TileWalk, render_go1
 from scenefactory.go1.rewards import OPTIONAL_FUNCTIONS, track_ang_vel_z_fine
 from scenefactory.go1.terrain_eval import terrain_eval_config, terrain_report, terrain_summary
 from scenefactory.go1.train import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
@@ -664,18 +664,28 @@ def bench(args: Go1BenchArgs) -> dict[str, Any]:
 @dataclass(frozen=True, kw_only=True)
 class Go1RenderArgs:
     """Arguments of ``render go1``: the policy of ``checkpoint`` (``None``: the shipped one) walking
-    ``seconds`` through a command sequence, on ``physics``."""
+    ``seconds`` through a command sequence, on ``physics``; or, with ``terrain`` (a tile kind) and
+    ``level``, across that tile at ``speed_mps`` (``render.TileWalk``)."""
 
     out: Path
     checkpoint: Path | None = None
     seconds: float = 16.0
     seed: int = 0
     physics: PhysicsBackend = field(default_factory=PhysicsBackend)
+    terrain: str | None = None
+    level: int | None = None
+    speed_mps: float = 0.5
 
 
 def render(args: Go1RenderArgs) -> Path:
     """MP4 of the policy following a command sequence (MuJoCo's offscreen renderer) →
     ``out/go1.mp4``."""
+    if (args.terrain is None) != (args.level is None):
+        raise UserError("render go1: --terrain KIND and --level L go together")
+    try:
+        tile = None if args.terrain is None else TileWalk(args.terrain, int(args.level or 0), args.speed_mps)
+    except ValueError as exc:
+        raise UserError(f"render go1 --terrain/--level: {exc}") from exc
     policy = load_go1_policy(resolve_checkpoint(args.checkpoint))
     policy = replace(policy, task_cfg=replace(policy.task_cfg, physics=args.physics))
-    return render_go1(policy, args.out / "go1.mp4", seconds=args.seconds, seed=args.seed)
+    return render_go1(policy, args.out / "go1.mp4", seconds=args.seconds, seed=args.seed, tile=tile)

@@ -8,23 +8,30 @@ way, walk backwards, step sideways, stand; a policy with whole-body commands wal
 :data:`WHOLE_BODY_SEQUENCE` instead (crouched, tall, nose down and up, leaning left and right), and
 the overlay adds the commanded and measured height, pitch and roll. Besides ``go1.mp4`` it writes
 ``go1_frames.png``, six frames side by side, to see at a glance.
+
+With a :class:`TileWalk` the robot instead crosses one terrain tile as ``eval go1``'s terrain table
+runs it: the evaluation's grid (``terrain_eval.eval_terrain``), started at the centre of the tile
+of that kind and level facing +x, commanded straight ahead at one speed for the whole video; the
+overlay adds the distance covered along +x. After a fall it restarts at the centre.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from scenefactory.errors import UserError
-from scenefactory.go1.config import nominal
+from scenefactory.go1.config import TERRAIN_KINDS, nominal
 from scenefactory.go1.env import Go1Env
 from scenefactory.go1.rewards import pitch_roll
-from scenefactory.go1.terrain import go1_model
+from scenefactory.go1.terrain import go1_model, level_parameter
+from scenefactory.go1.terrain_eval import eval_terrain, start_on_tiles
 from scenefactory.go1.train import Go1Policy
+from scenefactory.go1.whole_body import full_commands
 
 SEQUENCE = (
     (0.10, (0.0, 0.0, 0.0)),
@@ -56,6 +63,23 @@ WHOLE_BODY_SEQUENCE = (
 WIDTH, HEIGHT, FPS = 640, 360, 25
 
 
+@dataclass(frozen=True)
+class TileWalk:
+    """Walk across one tile: its ``kind`` (one of :data:`TERRAIN_KINDS`), difficulty ``level`` and
+    the forward command ``speed_mps``."""
+
+    kind: str
+    level: int
+    speed_mps: float = 0.5
+
+    def __post_init__(self) -> None:
+        """Validate the kind and level (the speed may be any forward command)."""
+        if self.kind not in TERRAIN_KINDS:
+            raise ValueError(f"tile kind must be one of {TERRAIN_KINDS}, got '{self.kind}'")
+        if self.level < 0:
+            raise ValueError(f"level must be non-negative, got {self.level}")
+
+
 def command_at(frac: float, whole_body: bool = False) -> tuple[float, ...]:
     """The sequence's command at a fraction of the video (:data:`WHOLE_BODY_SEQUENCE`'s with
     ``whole_body``)."""
@@ -66,15 +90,29 @@ def command_at(frac: float, whole_body: bool = False) -> tuple[float, ...]:
     return sequence[-1][1]
 
 
-def render_go1(policy: Go1Policy, path: Path, seconds: float = 16.0, seed: int = 0) -> Path:
-    """Write ``path`` (MP4) and ``go1_frames.png`` beside it; returns ``path``."""
+def render_go1(
+    policy: Go1Policy, path: Path, seconds: float = 16.0, seed: int = 0, tile: TileWalk | None = None
+) -> Path:
+    """Write ``path`` (MP4) and ``go1_frames.png`` beside it; returns ``path``. ``tile``: cross
+    that tile (module docstring) instead of the command sequence."""
     import imageio.v2 as imageio
     import mujoco
     from PIL import Image, ImageDraw
 
     if not seconds > 0:
         raise UserError(f"--seconds must be positive, got {seconds}")
-    env = Go1Env(replace(nominal(policy.task_cfg), num_envs=1, episode_length_s=seconds + 10.0), seed=seed)
+    world = replace(nominal(policy.task_cfg), num_envs=1, episode_length_s=seconds + 10.0)
+    if tile is not None:
+        world = replace(world, terrain=eval_terrain(world, (tile.kind,), seed))
+        top = world.terrain.num_levels - 1
+        if tile.level > top:
+            raise UserError(f"--level {tile.level}: the terrain has levels 0 … {top}")
+    env = Go1Env(world, seed=seed)
+    zero, start_xy, where = np.zeros(1, dtype=np.int64), np.zeros(2), ""
+    if tile is not None:
+        start_xy = start_on_tiles(env, tile.level, zero, np.zeros(1))[0]
+        name, value = level_parameter(world.terrain, tile.kind, tile.level)
+        where = f"   {tile.kind} level {tile.level} ({name} {value:.3g})"
     # the ground the robot walks on: the flat floor, or a terrain policy's height field
     vis_model = go1_model(env.model.opt.timestep, env.terrain, with_visuals=True)
     vis_data = mujoco.MjData(vis_model)
@@ -93,11 +131,18 @@ def render_go1(policy: Go1Policy, path: Path, seconds: float = 16.0, seed: int =
     policy.reset()
     whole_body = env.cfg.whole_body.enabled
     for t in range(steps):
-        cmd = command_at(t / steps, whole_body)
+        if tile is None:
+            cmd = command_at(t / steps, whole_body)
+        else:  # straight ahead (at the nominal body command)
+            cmd = tuple(full_commands(np.array([[tile.speed_mps, 0.0, 0.0]]), env.cfg.whole_body, 1)[0])
         env.hold_commands(np.array([cmd]))
         res = env.step(policy.act(obs))
         policy.reset(res.done)
         obs = res.actor_obs
+        along = float(qpos[0, 0] - start_xy[0])
+        if tile is not None and bool(res.done[0]):  # start over at the tile's centre, facing +x
+            start_xy = start_on_tiles(env, tile.level, zero, np.zeros(1))[0]
+            obs, _ = env.observations()
         if t % every:
             continue
         vis_data.qpos[:] = qpos[0]
@@ -116,13 +161,14 @@ def render_go1(policy: Go1Policy, path: Path, seconds: float = 16.0, seed: int =
         d.text(
             (8, 4),
             f"t {t / env.cfg.policy_hz:5.1f} s   command  vx {cmd[0]:+.1f}  vy {cmd[1]:+.1f}  "
-            f"yaw {cmd[2]:+.1f}" + body_cmd,
+            f"yaw {cmd[2]:+.1f}" + body_cmd + where,
             fill=(255, 255, 255),
         )
         d.text(
             (8, 20),
             f"              measured vx {v[0]:+.2f}  vy {v[1]:+.2f}  yaw {w:+.2f}"
             + body_meas
+            + ("" if tile is None else f"   along {along:.2f} m")
             + ("   FELL" if bool(res.terminated[0]) else ""),
             fill=(255, 220, 120),
         )

@@ -112,6 +112,19 @@ def eval_terrain(task: Go1TaskConfig, kinds: tuple[str, ...], seed: int) -> Terr
     )
 
 
+def start_on_tiles(env: Go1Env, level: int, cols: np.ndarray, heading: np.ndarray) -> np.ndarray:
+    """Restart the first ``len(cols)`` robots of ``env`` (a world of :func:`eval_terrain`) at the
+    centres of the tiles of ``level`` in columns ``cols`` (n,), facing ``heading`` (n,) [rad];
+    returns their (n, 2) start positions [m]."""
+    if env.curriculum is None:
+        raise ValueError("start_on_tiles needs a terrain world")
+    ids = np.arange(len(cols))
+    env.curriculum.levels[ids] = level
+    env.curriculum.cols[ids] = cols
+    env.reset(ids, yaw_rad=heading)
+    return np.array(env.sim.bind("qpos")[ids, 0:2])
+
+
 def _rollout(
     env: Go1Env, policy: Policy, heading: np.ndarray, cmd: np.ndarray, steps: int, traverse_m: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -224,10 +237,7 @@ def terrain_table(
         heading = rng.integers(0, 4, n) * (math.pi / 2) + rng.uniform(
             -HEADING_JITTER_RAD, HEADING_JITTER_RAD, n
         )
-        assert env.curriculum is not None
-        env.curriculum.levels[:] = level
-        env.curriculum.cols[:] = kind_col
-        env.reset(np.arange(n), yaw_rad=heading)
+        start_on_tiles(env, level, kind_col, heading)
         env.hold_commands(cmd)
         result = _rollout(env, policy, heading, cmd, steps, traverse)
         for k, kind in enumerate(cfg.kinds):
