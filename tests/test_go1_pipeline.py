@@ -20,7 +20,7 @@ from scenefactory.errors import CheckpointError, UserError
 from scenefactory.go1 import evaluation as ev
 from scenefactory.go1 import jobs as go1_jobs
 from scenefactory.go1 import robot as go1
-from scenefactory.go1.config import Go1TaskConfig
+from scenefactory.go1.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.go1.deploy.export import DeployPolicy, export_go1
 from scenefactory.go1.deploy.robot import SIM2SIM, MujocoGo1
 from scenefactory.go1.deploy.runner import OnnxPolicyRunner
@@ -285,6 +285,24 @@ def test_command_limits_narrow_the_ranges(tmp_path: Path) -> None:
         go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(command_limits=(1.0, 0.0, 1.0)))
     argv = ["train", "go1", "--command-limits", "1", "1", "-1", "--out", str(tmp_path / "t")]
     assert main(argv) == 2 and not (tmp_path / "t").exists()
+
+
+def test_foot_clearance_target_reaches_the_task_and_is_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    term = (("foot_clearance", -60.0),)
+    opts = go1_jobs.RecipeOptions(reward_weights=term, foot_clearance_target_m=0.12)
+    task = go1_jobs.train_spec(16, 3, 0, opts).task
+    assert task.foot_clearance_target_m == 0.12
+    assert task_config_from_dict(task_config_to_dict(task)).foot_clearance_target_m == 0.12
+    old = task_config_to_dict(Go1TaskConfig())
+    del old["foot_clearance_target_m"]  # a config saved before the option: the 8 cm it trained with
+    assert task_config_from_dict(old).foot_clearance_target_m == 0.08
+    with pytest.raises(UserError, match="needs the term: add --reward-weight foot_clearance=W"):
+        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(foot_clearance_target_m=0.12))
+    argv = ["train", "go1", "--foot-clearance-target", "0.6", "--out", str(tmp_path / "t")]
+    assert main(argv) == 2 and not (tmp_path / "t").exists()
+    assert "expected a swing height in m in (0, 0.5), got 0.6" in capsys.readouterr().err
 
 
 def test_shipped_policy_is_small_and_loads() -> None:

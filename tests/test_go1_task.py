@@ -27,7 +27,7 @@ from scenefactory.go1.observations import CRITIC_DIM, FRAME_DIM
 from scenefactory.go1.state import LocoState
 
 
-def state(**kw: torch.Tensor) -> LocoState:
+def state(**kw: torch.Tensor | float) -> LocoState:
     """Two robots standing still, commanded to stand, unless overridden."""
     n = 2
     home = torch.tensor(go1.default_joint_pos(), dtype=torch.float32)
@@ -52,6 +52,7 @@ def state(**kw: torch.Tensor) -> LocoState:
         foot_speed_xy=torch.zeros(n, 4),
         fallen=torch.zeros(n, dtype=torch.bool),
         air_time_threshold_s=0.5,
+        foot_clearance_target_m=0.08,
         dt=0.02,
     )
     base.update(kw)
@@ -94,12 +95,13 @@ def test_feet_air_time_rewards_long_steps_only_when_moving() -> None:
     torch.testing.assert_close(r.feet_air_time(s), torch.tensor([0.2, 0.0]))
 
 
-def test_foot_clearance_costs_moving_feet_off_the_target_height() -> None:
-    h = torch.tensor([[0.0, r.FOOT_CLEARANCE_TARGET_M, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+@pytest.mark.parametrize("target", [0.08, 0.12])
+def test_foot_clearance_costs_moving_feet_off_the_target_height(target: float) -> None:
+    h = torch.tensor([[0.0, target, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
     v = torch.tensor([[2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])  # robot 1: all feet in stance
-    got = r.foot_clearance(state(foot_height_m=h, foot_speed_xy=v))
+    got = r.foot_clearance(state(foot_height_m=h, foot_speed_xy=v, foot_clearance_target_m=target))
     # foot 0 drags along the ground at 2 m/s; foot 1 swings at the target height; 2 and 3 stand
-    torch.testing.assert_close(got, torch.tensor([r.FOOT_CLEARANCE_TARGET_M**2 * 2.0, 0.0]))
+    torch.testing.assert_close(got, torch.tensor([target**2 * 2.0, 0.0]))
 
 
 def test_joint_limits_stand_still_and_fall_terms() -> None:

@@ -119,6 +119,14 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "vy +-0.8, yaw +-1.8; Isaac Lab's rough terrain: 1 1 1)",
         )
         t.add_argument(
+            "--foot-clearance-target",
+            type=FloatRange(0.0, 0.5, low_open=True, high_open=True, what="a swing height in m"),
+            default=None,
+            metavar="M",
+            help="swing height the foot_clearance term asks for, over the ground under each foot "
+            "(default 0.08 m; needs --reward-weight foot_clearance=W)",
+        )
+        t.add_argument(
             "--yaw-precision-weight",
             type=FloatRange(0.0, MAX_WEIGHT, what="a weight"),
             default=0.0,
@@ -352,6 +360,7 @@ def train(args: argparse.Namespace) -> int:
         terrain=args.terrain,
         height_scan_actor=args.height_scan_actor,
         command_limits=None if args.command_limits is None else _three(args.command_limits),
+        foot_clearance_target_m=args.foot_clearance_target,
     )
     trainer = jobs.train(
         jobs.Go1TrainArgs(

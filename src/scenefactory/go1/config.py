@@ -338,6 +338,10 @@ class Go1TaskConfig:
     history: int = 3
     fall_tilt_deg: float = 60.0
     feet_air_time_threshold_s: float = 0.5
+    foot_clearance_target_m: float = 0.08
+    """Swing height the optional ``foot_clearance`` reward asks for: a moving foot's lowest point
+    this far over the ground under it (8 cm: a choice, not tuned; ``train go1
+    --foot-clearance-target``)."""
     commands: CommandConfig = field(default_factory=CommandConfig)
     whole_body: WholeBodyConfig = field(default_factory=WholeBodyConfig)
     terrain: TerrainConfig = field(default_factory=TerrainConfig)
@@ -356,6 +360,10 @@ class Go1TaskConfig:
         if self.policy_hz <= 0 or ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
             raise ValueError(
                 f"physics_hz ({self.physics_hz}) must be a whole multiple of policy_hz ({self.policy_hz})"
+            )
+        if not 0 < self.foot_clearance_target_m < 0.5:
+            raise ValueError(
+                f"foot_clearance_target_m must be in (0, 0.5) m, got {self.foot_clearance_target_m}"
             )
         if self.history < 1 or not self.episode_length_s > 0:
             raise ValueError("history must be >= 1 and episode_length_s positive")

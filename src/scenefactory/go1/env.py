@@ -500,6 +500,7 @@ class Go1Env:
             foot_speed_xy=_t(foot_speed),
             fallen=torch.from_numpy(fallen),
             air_time_threshold_s=cfg.feet_air_time_threshold_s,
+            foot_clearance_target_m=cfg.foot_clearance_target_m,
             dt=cfg.dt,
         )
         terms = {t.name: t.fn(state) for t in cfg.rewards}

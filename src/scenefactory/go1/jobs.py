@@ -60,7 +60,8 @@ class RecipeOptions:
     ground (``"flat"``, ``"rough"`` or one tile kind, ``config.TerrainConfig``, with its curriculum
     and the critic's height scan); ``height_scan_actor``: the actor reads the height scan too;
     ``command_limits``: narrow the command ranges to at most ±vx, ±vy [m/s] and ±yaw rate [rad/s]
-    (``None``: the config's ranges)."""
+    (``None``: the config's ranges); ``foot_clearance_target_m``: the swing height the optional
+    ``foot_clearance`` term asks for (``None``: the config's 8 cm)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -79,6 +80,7 @@ class RecipeOptions:
     terrain: str = "flat"
     height_scan_actor: bool = False
     command_limits: tuple[float, float, float] | None = None
+    foot_clearance_target_m: float | None = None
 
 
 DISTILL_ACTION_STD = 0.2
@@ -167,6 +169,13 @@ def train_spec(
         randomization=rnd,
         rewards=_reweighted(rewards, options.reward_weights),
     )
+    if options.foot_clearance_target_m is not None:
+        if "foot_clearance" not in {t.name for t in task.rewards}:
+            raise UserError("--foot-clearance-target needs the term: add --reward-weight foot_clearance=W")
+        try:
+            task = replace(task, foot_clearance_target_m=options.foot_clearance_target_m)
+        except ValueError as exc:
+            raise UserError(f"--foot-clearance-target: {exc}") from exc
     init = None if options.init_from is None else str(options.init_from)
     if init is not None and not Path(init).is_file():
         raise UserError(f"--init-from {init}: checkpoint not found")

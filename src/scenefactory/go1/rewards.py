@@ -85,17 +85,13 @@ def feet_air_time(s: LocoState) -> torch.Tensor:
     return gain * moving.float()
 
 
-FOOT_CLEARANCE_TARGET_M = 0.08
-"""Swing height :func:`foot_clearance` asks for: the foot's lowest point 8 cm over the ground under
-it (a choice, not tuned: the README's foot-clearance run used it for 10 cm stairs)."""
-
-
 def foot_clearance(s: LocoState) -> torch.Tensor:
     """``Σ_feet (h − h*)²·‖v_xy‖`` [m²·m/s] (DreamWaQ's foot-clearance term, weighted negative):
-    a foot moving horizontally should travel at ``h* =`` :data:`FOOT_CLEARANCE_TARGET_M` over the
-    ground under it; feet in stance (speed ≈ 0) cost nothing. What a blind robot needs to lift its
-    feet over stairs it cannot see (a shuffling trot stubs on the first riser)."""
-    return ((s.foot_height_m - FOOT_CLEARANCE_TARGET_M).square() * s.foot_speed_xy).sum(-1)
+    a foot moving horizontally should travel at ``h* = s.foot_clearance_target_m`` (the task's
+    ``foot_clearance_target_m``, 8 cm by default) over the ground under it; feet in stance
+    (speed ≈ 0) cost nothing. What a blind robot needs to lift its feet over stairs it cannot see
+    (a shuffling trot stubs on the first riser)."""
+    return ((s.foot_height_m - s.foot_clearance_target_m).square() * s.foot_speed_xy).sum(-1)
 
 
 def joint_limit_violation(s: LocoState) -> torch.Tensor:

@@ -56,4 +56,5 @@ class LocoState:
     fallen: torch.Tensor
     """(N,) bool: trunk on the ground or tilted past the fall angle."""
     air_time_threshold_s: float
+    foot_clearance_target_m: float
     dt: float
