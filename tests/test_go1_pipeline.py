@@ -305,6 +305,21 @@ def test_foot_clearance_target_reaches_the_task_and_is_checked(
     assert "expected a swing height in m in (0, 0.5), got 0.6" in capsys.readouterr().err
 
 
+def test_heading_prob_reaches_the_task_and_is_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    opts = go1_jobs.RecipeOptions(heading_prob=1.0, command_limits=(1.0, 1.0, 1.0))
+    task = go1_jobs.train_spec(16, 3, 0, opts).task
+    assert task.commands.heading_prob == 1.0 and task.commands.yaw_radps == (-1.0, 1.0)
+    assert task_config_from_dict(task_config_to_dict(task)).commands.heading_prob == 1.0
+    old = task_config_to_dict(Go1TaskConfig())
+    del old["commands"]["heading_prob"]  # a config saved before the option: yaw-rate commands
+    assert task_config_from_dict(old).commands.heading_prob == 0.0
+    argv = ["train", "go1", "--heading-prob", "1.5", "--out", str(tmp_path / "t")]
+    assert main(argv) == 2 and not (tmp_path / "t").exists()
+    assert "expected a share in [0, 1], got 1.5" in capsys.readouterr().err
+
+
 def test_shipped_policy_is_small_and_loads() -> None:
     path = go1_jobs.SHIPPED_POLICY
     if not path.exists():

@@ -151,6 +151,44 @@ def test_pure_turn_commands_have_no_linear_part() -> None:
     assert (plain.command[:, :2] != 0).all()
 
 
+def _yaw(e: Go1Env) -> np.ndarray:
+    """(N,) yaw [rad] the IMU reports (the task reads its sensors, not the state)."""
+    quat = e._sensordata[:, e.index.orientation]
+    w, x, y, z = (quat[:, i] for i in range(4))
+    return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def test_heading_commands_steer_the_yaw_rate_and_survive_a_state_round_trip() -> None:
+    cmds = CommandConfig(initial_fraction=1.0, heading_prob=0.5, standing_prob=0.1, heading_stiffness=0.5)
+    cfg = Go1TaskConfig(num_envs=400, commands=cmds)
+    e = Go1Env(cfg, seed=3, nthread=1)
+    steer = ~np.isnan(e.heading_rad)
+    assert 0.35 < steer.mean() < 0.55  # 0.5 of the 0.9 that are not standing, binomial sd 0.025
+    assert (e.command[steer, :2] != 0).any(axis=1).all()  # a standing robot does not steer
+    lo, hi = cmds.yaw_radps
+    for _ in range(3):  # at the reset, then every step from the yaw the robot has turned to
+        err = np.angle(np.exp(1j * (e.heading_rad[steer] - _yaw(e)[steer])))
+        np.testing.assert_allclose(e.command[steer, 2], np.clip(0.5 * err, lo, hi), atol=1e-9)
+        assert (np.abs(err) > 0.05).mean() > 0.5  # the check sees a real heading error
+        e.step(torch.zeros(400, 12))
+    saved = e.state_dict()
+    twin = Go1Env(cfg, seed=9, nthread=1)
+    twin.load_state_dict(saved)
+    np.testing.assert_array_equal(twin.heading_rad, e.heading_rad)  # NaN where yaw rates are drawn
+    twin.load_state_dict({k: v for k, v in saved.items() if k != "heading_rad"})  # saved before them
+    assert np.isnan(twin.heading_rad).all()
+    e.hold_commands(np.tile([0.5, 0.0, 0.0], (400, 1)))
+    assert np.isnan(e.heading_rad).all()
+    e.step(torch.zeros(400, 12))
+    assert (e.command[:, 2] == 0).all()
+    plain = Go1Env(Go1TaskConfig(num_envs=400, commands=replace(cmds, heading_prob=0.0)), seed=3, nthread=1)
+    assert np.isnan(plain.heading_rad).all()
+    with pytest.raises(ValueError, match="heading_prob"):
+        CommandConfig(heading_prob=1.5)
+    with pytest.raises(ValueError, match="heading_stiffness"):
+        CommandConfig(heading_stiffness=0.0)
+
+
 @pytest.fixture(scope="module")
 def env() -> Go1Env:
     return Go1Env(Go1TaskConfig(num_envs=4), seed=1, nthread=1)

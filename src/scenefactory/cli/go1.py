@@ -110,6 +110,13 @@ def add_task_parser(command: str, tasks: Any) -> None:
             help="share of commands that turn on the spot (default 0: uniform commands)",
         )
         t.add_argument(
+            "--heading-prob",
+            type=FloatRange(0.0, 1.0, what="a share"),
+            default=0.0,
+            help="share of commands that steer to a random heading, the yaw rate following the "
+            "heading error (default 0: yaw-rate commands; Isaac Lab's rough terrain: 1)",
+        )
+        t.add_argument(
             "--command-limits",
             type=FloatRange(0.0, 10.0, what="a command limit"),
             nargs=3,
@@ -361,6 +368,7 @@ def train(args: argparse.Namespace) -> int:
         height_scan_actor=args.height_scan_actor,
         command_limits=None if args.command_limits is None else _three(args.command_limits),
         foot_clearance_target_m=args.foot_clearance_target,
+        heading_prob=args.heading_prob,
     )
     trainer = jobs.train(
         jobs.Go1TrainArgs(

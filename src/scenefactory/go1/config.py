@@ -70,7 +70,15 @@ class CommandConfig:
     iteration exceeds ``advance_threshold`` (of its maximum 1), ``f`` grows by ``step``, up to 1.
     A sampled command is ``U(f·low, f·high)`` per axis; with probability ``pure_turn_prob`` its
     linear part is zero (a turn on the spot, rare under uniform sampling), then with probability
-    ``standing_prob`` it is all zero. Commands are redrawn every ``resample_s``."""
+    ``standing_prob`` it is all zero. Commands are redrawn every ``resample_s``.
+
+    Heading commands (Isaac Lab's ``heading_command``, on in its rough-terrain task): with
+    probability ``heading_prob`` a draw (neither standing nor a pure turn) also draws a world-frame
+    heading ``ψ* ~ U(−π, π)``, and until the next draw its yaw-rate command is recomputed every
+    policy step as ``clip(heading_stiffness · wrap(ψ* − ψ), yaw range)``: the robot turns to the
+    heading, then walks a straight line. With yaw-rate commands alone a robot told to turn at
+    ``ω`` walks a circle of radius ``|v|/ω`` (0.8 m at 0.8 m/s and 1 rad/s) and on a terrain tile
+    never leaves the central platform to meet the stairs or slopes around it."""
 
     vx_mps: tuple[float, float] = (-1.0, 2.0)
     vy_mps: tuple[float, float] = (-0.8, 0.8)
@@ -81,6 +89,8 @@ class CommandConfig:
     standing_prob: float = 0.1
     pure_turn_prob: float = 0.0
     resample_s: float = 10.0
+    heading_prob: float = 0.0
+    heading_stiffness: float = 0.5
 
     def __post_init__(self) -> None:
         """Validate ranges."""
@@ -92,6 +102,10 @@ class CommandConfig:
             raise ValueError("need 0 <= standing_prob < 1 and resample_s > 0")
         if not 0 <= self.pure_turn_prob < 1:
             raise ValueError(f"pure_turn_prob must be in [0, 1), got {self.pure_turn_prob}")
+        if not 0 <= self.heading_prob <= 1:
+            raise ValueError(f"heading_prob must be in [0, 1], got {self.heading_prob}")
+        if not self.heading_stiffness > 0:
+            raise ValueError(f"heading_stiffness must be positive [1/s], got {self.heading_stiffness}")
 
 
 @dataclass(frozen=True)

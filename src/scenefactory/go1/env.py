@@ -8,7 +8,8 @@ Phases of :meth:`Go1Env.step`, in this order:
    previous step's targets for the first ``latency`` physics steps of a randomized world);
 4. read the state (:class:`~scenefactory.go1.state.LocoState`), compute the weighted
    reward terms, falls (termination) and time-outs;
-5. command and push timers advance; commands are redrawn where due;
+5. command and push timers advance; commands are redrawn where due, and heading commands set
+   their yaw rate from the robot's yaw (``CommandConfig``);
 6. robots that fell or timed out are reset by ids (re-randomized), then observations are made.
 """
 
@@ -109,6 +110,9 @@ class Go1Env:
         self._cmd_timer = np.zeros(n)
         self._push_timer = np.zeros(n)
         self._held_command: np.ndarray | None = None
+        self.heading_rad = np.full(n, np.nan)
+        """(N,) each robot's commanded world-frame heading [rad] (``CommandConfig`` heading commands;
+        NaN where the yaw-rate command is drawn, not steered)."""
         self.lin_fraction = cfg.commands.initial_fraction
         self.yaw_fraction = cfg.commands.initial_fraction
         self._ep_track = np.zeros((n, 2))
@@ -152,11 +156,30 @@ class Go1Env:
         cmd = self.rng.uniform(r[:, 0], r[:, 1], (ids.size, 3))
         if self.cfg.commands.pure_turn_prob > 0:  # no extra draw otherwise: older runs reproduce
             cmd[self.rng.random(ids.size) < self.cfg.commands.pure_turn_prob, :2] = 0.0
-        cmd[self.rng.random(ids.size) < self.cfg.commands.standing_prob] = 0.0
+        standing = self.rng.random(ids.size) < self.cfg.commands.standing_prob
+        cmd[standing] = 0.0
+        self.heading_rad[ids] = np.nan
+        if self.cfg.commands.heading_prob > 0:  # no extra draws otherwise: older runs reproduce
+            steer = (self.rng.random(ids.size) < self.cfg.commands.heading_prob) & ~standing
+            steer &= cmd[:, :2].any(axis=1)  # a pure turn keeps its yaw rate
+            target = self.rng.uniform(-math.pi, math.pi, ids.size)
+            self.heading_rad[ids[steer]] = target[steer]
         if self.cfg.whole_body.enabled:  # drawn with the velocity command, after it
             cmd = np.concatenate([cmd, sample_body_commands(self.cfg.whole_body, self.rng, ids.size)], axis=1)
         self.command[ids] = cmd
         self._cmd_timer[ids] = self.cfg.commands.resample_s
+        self._steer_headings(ids)
+
+    def _steer_headings(self, ids: np.ndarray) -> None:
+        """Set the yaw-rate command of robots ``ids`` that steer to a heading from their current yaw
+        (``CommandConfig``: ``clip(k · wrap(ψ* − ψ))`` in the current yaw range)."""
+        ids = ids[~np.isnan(self.heading_rad[ids])]
+        if ids.size == 0:
+            return
+        yaw = yaw_of(self._sensordata[ids][:, self.index.orientation])
+        err = np.angle(np.exp(1j * (self.heading_rad[ids] - yaw)))
+        lo, hi = self.command_ranges()[2]
+        self.command[ids, 2] = np.clip(self.cfg.commands.heading_stiffness * err, lo, hi)
 
     def hold_commands(self, command: np.ndarray) -> None:
         """Fix every robot's command to ``command`` (N, 3) for good (evaluation), in the actor's
@@ -164,6 +187,7 @@ class Go1Env:
         cmd = np.asarray(command, dtype=np.float64).reshape(self.num_envs, -1)
         self._held_command = full_commands(cmd, self.cfg.whole_body, self.num_envs)
         self.command[:] = self._held_command
+        self.heading_rad[:] = np.nan
         # the frames stacked since the last reset read the command drawn there: the held one instead
         _, start, stop = next(
             s for s in obs_terms.frame_layout(self.cfg.whole_body.enabled) if s[0] == "command"
@@ -275,6 +299,7 @@ class Go1Env:
             if self._held_command is None
             else torch.from_numpy(self._held_command.copy()),
             "terrain": self._terrain_state(),
+            "heading_rad": torch.from_numpy(self.heading_rad.copy()),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -304,6 +329,11 @@ class Go1Env:
             raise ValueError(
                 f"Go1 environment state lacks 'sim.sensordata' of shape {self._sensor_view.shape}"
             )
+        heading = state.get("heading_rad")  # absent from states saved before heading commands
+        if heading is not None and (
+            not isinstance(heading, torch.Tensor) or tuple(heading.shape) != self.heading_rad.shape
+        ):
+            raise ValueError(f"Go1 environment state 'heading_rad' does not hold {self.heading_rad.shape}")
         self._load_terrain_state(state.get("terrain"))
         self.sim.load_state_dict(state["sim"], set_const=self.randomizer.cfg is not None)
         # the sensors as the saved run's last substep left them, until the next physics step
@@ -314,6 +344,7 @@ class Go1Env:
         self.lin_fraction, self.yaw_fraction = lin, yaw
         held = state.get("held_command")
         self._held_command = None if held is None else held.numpy().copy()
+        self.heading_rad[:] = np.nan if heading is None else heading.numpy()
         self._ended_track.clear()
 
     def push(self, ids: np.ndarray, vel_xy_w: np.ndarray) -> None:
@@ -522,7 +553,9 @@ class Go1Env:
                 self.curriculum.end(ended, end_xy, fallen[ended], cfg.episode_length_s, self.rng)
 
         self._cmd_timer -= cfg.dt
-        self._sample_commands(np.nonzero((self._cmd_timer <= 0) & ~done)[0])
+        due = (self._cmd_timer <= 0) & ~done
+        self._sample_commands(np.nonzero(due)[0])
+        self._steer_headings(np.nonzero(~due & ~done)[0])  # the new draws were steered in the draw
         frame = obs_terms.actor_frame(arrays, cfg.noise, self.rng)
         self._history = np.roll(self._history, 1, axis=1)
         self._history[:, 0] = frame

@@ -61,7 +61,9 @@ class RecipeOptions:
     and the critic's height scan); ``height_scan_actor``: the actor reads the height scan too;
     ``command_limits``: narrow the command ranges to at most ±vx, ±vy [m/s] and ±yaw rate [rad/s]
     (``None``: the config's ranges); ``foot_clearance_target_m``: the swing height the optional
-    ``foot_clearance`` term asks for (``None``: the config's 8 cm)."""
+    ``foot_clearance`` term asks for (``None``: the config's 8 cm); ``heading_prob``: share of
+    command draws that steer to a random heading (``config.CommandConfig``; Isaac Lab's rough
+    terrain: 1)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -81,6 +83,7 @@ class RecipeOptions:
     height_scan_actor: bool = False
     command_limits: tuple[float, float, float] | None = None
     foot_clearance_target_m: float | None = None
+    heading_prob: float = 0.0
 
 
 DISTILL_ACTION_STD = 0.2
@@ -164,7 +167,8 @@ def train_spec(
     task = replace(
         base,
         commands=_limited(
-            replace(base.commands, pure_turn_prob=options.pure_turn_prob), options.command_limits
+            replace(base.commands, pure_turn_prob=options.pure_turn_prob, heading_prob=options.heading_prob),
+            options.command_limits,
         ),
         randomization=rnd,
         rewards=_reweighted(rewards, options.reward_weights),
