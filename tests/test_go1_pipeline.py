@@ -25,6 +25,7 @@ from scenefactory.go1.deploy.export import DeployPolicy, export_go1
 from scenefactory.go1.deploy.robot import SIM2SIM, MujocoGo1
 from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 from scenefactory.go1.observations import frame_dim
+from scenefactory.go1.terrain import column_kinds
 from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 
 
@@ -318,6 +319,38 @@ def test_heading_prob_reaches_the_task_and_is_checked(
     argv = ["train", "go1", "--heading-prob", "1.5", "--out", str(tmp_path / "t")]
     assert main(argv) == 2 and not (tmp_path / "t").exists()
     assert "expected a share in [0, 1], got 1.5" in capsys.readouterr().err
+
+
+def test_terrain_proportions_reach_the_grid_and_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shares = (("random", 0.2), ("stairs_up", 0.5), ("stairs_down", 0.3))
+    opts = go1_jobs.RecipeOptions(terrain="rough", terrain_proportions=shares)
+    ground = go1_jobs.train_spec(16, 3, 0, opts).task.terrain
+    assert column_kinds(ground).count("stairs_up") == 5 and "steps" not in column_kinds(ground)
+    assert (
+        task_config_from_dict(task_config_to_dict(go1_jobs.train_spec(16, 3, 0, opts).task)).terrain == ground
+    )
+    with pytest.raises(UserError, match="shares the columns of --terrain rough, not flat"):
+        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(terrain_proportions=shares))
+    few = go1_jobs.RecipeOptions(terrain="rough", terrain_proportions=(("random", 1.0), ("steps", 0.05)))
+    with pytest.raises(UserError, match="steps get no column of the 10"):
+        go1_jobs.train_spec(16, 3, 0, few)
+    twice = go1_jobs.RecipeOptions(terrain="rough", terrain_proportions=(("random", 1.0), ("random", 1.0)))
+    with pytest.raises(UserError, match="--terrain-proportions: proportions must name distinct kinds"):
+        go1_jobs.train_spec(16, 3, 0, twice)
+    argv = [
+        "train",
+        "go1",
+        "--terrain",
+        "rough",
+        "--terrain-proportions",
+        "ramps=1",
+        "--out",
+        str(tmp_path / "t"),
+    ]
+    assert main(argv) == 2 and not (tmp_path / "t").exists()
+    assert "expected KIND=SHARE with KIND one of random" in capsys.readouterr().err
 
 
 def test_shipped_policy_is_small_and_loads() -> None:

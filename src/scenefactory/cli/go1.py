@@ -42,6 +42,7 @@ from scenefactory.errors import UserError
 SEED = IntRange(0, MAX_SEED)
 ENVS = positive(MAX_ENVS)
 EPISODES = positive(MAX_EPISODES)
+SHARE = FloatRange(0.0, 100.0, what="a share")
 LATENCY_MS = FloatRange(0.0, MAX_LATENCY_MS, what="a latency in ms")
 SCALE = FloatRange(0.0, MAX_SCALE, what="a scale")
 WEIGHT = FloatRange(-MAX_WEIGHT, MAX_WEIGHT, what="a weight")
@@ -80,6 +81,18 @@ def _term_weight(text: str) -> tuple[str, float]:
         return name, WEIGHT(value)
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(f"TERM=WEIGHT {name}: {exc}") from None
+
+
+def _kind_share(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep or name not in TILE_KINDS:
+        raise argparse.ArgumentTypeError(
+            f"expected KIND=SHARE with KIND one of {', '.join(TILE_KINDS)}, e.g. stairs_up=0.4, got {text!r}"
+        )
+    try:
+        return name, SHARE(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"KIND=SHARE {name}: {exc}") from None
 
 
 def add_task_parser(command: str, tasks: Any) -> None:
@@ -219,6 +232,15 @@ def add_task_parser(command: str, tasks: Any) -> None:
             default="flat",
             help="ground: flat (default), rough (a grid of every tile kind with a level curriculum) or one "
             "tile kind; the critic reads a height scan (--init-from a flat policy needs --critic-warmup N)",
+        )
+        t.add_argument(
+            "--terrain-proportions",
+            type=_kind_share,
+            nargs="+",
+            default=None,
+            metavar="KIND=SHARE",
+            help="with --terrain rough: the tile kinds' shares of the grid's columns (normalized; "
+            "default random=0.2 slope_up=0.1 slope_down=0.1 stairs_up=0.2 stairs_down=0.2 steps=0.2)",
         )
         t.add_argument(
             "--height-scan-actor",
@@ -369,6 +391,7 @@ def train(args: argparse.Namespace) -> int:
         command_limits=None if args.command_limits is None else _three(args.command_limits),
         foot_clearance_target_m=args.foot_clearance_target,
         heading_prob=args.heading_prob,
+        terrain_proportions=None if args.terrain_proportions is None else tuple(args.terrain_proportions),
     )
     trainer = jobs.train(
         jobs.Go1TrainArgs(

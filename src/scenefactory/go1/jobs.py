@@ -30,6 +30,7 @@ from scenefactory.go1.env import Go1Env
 from scenefactory.go1.model_based import ModelBasedController
 from scenefactory.go1.render import TileWalk, render_go1
 from scenefactory.go1.rewards import OPTIONAL_FUNCTIONS, track_ang_vel_z_fine
+from scenefactory.go1.terrain import column_kinds
 from scenefactory.go1.terrain_eval import terrain_eval_config, terrain_report, terrain_summary
 from scenefactory.go1.train import Go1Policy, Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 from scenefactory.go1.whole_body import whole_body_task
@@ -63,7 +64,8 @@ class RecipeOptions:
     (``None``: the config's ranges); ``foot_clearance_target_m``: the swing height the optional
     ``foot_clearance`` term asks for (``None``: the config's 8 cm); ``heading_prob``: share of
     command draws that steer to a random heading (``config.CommandConfig``; Isaac Lab's rough
-    terrain: 1)."""
+    terrain: 1); ``terrain_proportions``: (kind, share) pairs for ``terrain="rough"``'s columns
+    (``None``: the config's)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -84,6 +86,7 @@ class RecipeOptions:
     command_limits: tuple[float, float, float] | None = None
     foot_clearance_target_m: float | None = None
     heading_prob: float = 0.0
+    terrain_proportions: tuple[tuple[str, float], ...] | None = None
 
 
 DISTILL_ACTION_STD = 0.2
@@ -142,9 +145,24 @@ def train_spec(
         raise UserError("--height-scan-actor needs --terrain (rough or a tile kind): flat ground has no scan")
     try:
         ground = TerrainConfig(kind=options.terrain, height_scan_actor=options.height_scan_actor)
-        base = replace(base, terrain=ground)
     except ValueError as exc:
         raise UserError(f"--terrain {options.terrain}: {exc}") from exc
+    if options.terrain_proportions is not None:
+        if options.terrain != "rough":
+            raise UserError(
+                f"--terrain-proportions shares the columns of --terrain rough, not {options.terrain}"
+            )
+        try:
+            ground = replace(ground, proportions=options.terrain_proportions)
+        except ValueError as exc:
+            raise UserError(f"--terrain-proportions: {exc}") from exc
+        cols = column_kinds(ground)
+        if lost := [k for k, w in ground.proportions if w > 0 and k not in cols]:
+            raise UserError(
+                f"--terrain-proportions: {', '.join(lost)} get no column of the {ground.num_cols} "
+                f"(a share below 1/{ground.num_cols} of the total rounds to none)"
+            )
+    base = replace(base, terrain=ground)
     rewards = base.rewards
     if options.yaw_precision_weight:
         rewards += (RewardTerm("track_ang_vel_z_fine", track_ang_vel_z_fine, options.yaw_precision_weight),)
