@@ -24,7 +24,7 @@ from scenefactory.go1.config import Go1TaskConfig, task_config_from_dict, task_c
 from scenefactory.go1.deploy.export import DeployPolicy, export_go1
 from scenefactory.go1.deploy.robot import SIM2SIM, MujocoGo1
 from scenefactory.go1.deploy.runner import OnnxPolicyRunner
-from scenefactory.go1.observations import frame_dim
+from scenefactory.go1.observations import FRAME_DIM, frame_dim
 from scenefactory.go1.terrain import column_kinds
 from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 
@@ -87,9 +87,23 @@ def test_fine_tune_starts_from_the_checkpoint_and_resumes_as_itself(trained: Pat
     t = Go1Trainer(replace(damped, critic_warmup=1), tmp_path / "damped", nthread=1)
     for k, v in t.alg.get_policy().state_dict().items():
         torch.testing.assert_close(v, saved[k])
-    wide = replace(spec, task=replace(spec.task, history=4))
-    with pytest.raises(CheckpointError, match="observations are"):
-        Go1Trainer(wide, tmp_path / "wide", nthread=1)
+    longer = Go1Trainer(replace(spec, task=replace(spec.task, history=5)), tmp_path / "longer", nthread=1)
+    obs = longer.vec.get_observations()
+    assert obs["policy"].shape[1] == 5 * FRAME_DIM
+    obs["policy"][:, 3 * FRAME_DIM :] = torch.randn(obs["policy"].shape[0], 2 * FRAME_DIM)
+    before = load_go1_policy(src).act(obs["policy"][:, : 3 * FRAME_DIM])
+    with torch.no_grad():  # the two older frames start at zero weight: the same actions, whatever they hold
+        after = longer.alg.get_policy()(obs)
+    torch.testing.assert_close(after, before)
+    normalizer = longer.alg.get_policy().state_dict()["obs_normalizer._mean"]
+    assert normalizer.shape[-1] == 5 * FRAME_DIM  # the older frames' statistics from the new task
+    saved_critic = load_checkpoint(src)["critic_state_dict"]
+    for k, v in longer.alg.critic.state_dict().items():  # the critic reads no history: kept
+        torch.testing.assert_close(v, saved_critic[k])
+    longer.run()  # PPO trains the widened actor with a fresh optimizer
+    shorter = replace(spec, task=replace(spec.task, history=2))
+    with pytest.raises(CheckpointError, match=r"reads 3 frames, this task.s 2 \(a fine-tune may add frames"):
+        Go1Trainer(shorter, tmp_path / "shorter", nthread=1)
 
 
 def test_export_round_trip_onnx_equals_torch(trained: Path, tmp_path: Path) -> None:

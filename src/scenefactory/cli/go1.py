@@ -183,7 +183,8 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "--history",
             type=positive(MAX_HISTORY),
             default=None,
-            help="frames stacked in the actor's observation (default 3; the exported policy follows)",
+            help="frames stacked in the actor's observation (default 3; the exported policy follows; "
+            "with --init-from, frames beyond the checkpoint's start at zero weight)",
         )
         t.add_argument(
             "--init-from",

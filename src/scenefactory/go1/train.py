@@ -40,7 +40,7 @@ from scenefactory.go1.config import (
 from scenefactory.go1.env import Go1Env, LocoStep
 from scenefactory.go1.observations import frame_dim, params_start
 from scenefactory.go1.terrain import column_kinds, scan_dim
-from scenefactory.go1.widen import widen_for_whole_body
+from scenefactory.go1.widen import first_layer_key, history_columns, widen_for_whole_body, widen_state
 from scenefactory.rl.checkpoints import (
     checked_policy,
     load_actor_weights,
@@ -405,6 +405,7 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
         obs = self.vec.get_observations()
         inputs = torch.cat([obs[g] for g in self.spec.ppo.actor_obs_groups], dim=-1)
         task = self.spec.task
+        grown = False  # the actor gained older frames: its optimizer state no longer fits
         if saved_task.whole_body.enabled != task.whole_body.enabled:
             if saved_task.whole_body.enabled:
                 raise CheckpointError(f"{path}: its policy reads whole-body commands: fine-tune it with them")
@@ -417,6 +418,18 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
             frames = task.history if group == "policy" else 1
             data = widen_for_whole_body(data, task.history, inputs, obs[group], frames, alg)
             saved_obs = actor_obs_dim(task)
+        elif saved_task.history < task.history:  # the older frames start at zero weight
+            actor_state = data["actor_state_dict"]
+            width = frame_dim(task.whole_body.enabled)
+            old = int(actor_state[first_layer_key(actor_state)].shape[1])
+            cols = history_columns(old, saved_task.history, task.history, width)
+            data = {**data, "actor_state_dict": widen_state(actor_state, cols, inputs)}
+            saved_obs, grown = actor_obs_dim(task), True
+        elif saved_task.history > task.history:
+            raise CheckpointError(
+                f"{path}: its actor reads {saved_task.history} frames, this task's {task.history} "
+                "(a fine-tune may add frames, not drop them)"
+            )
         obs_dim = actor_obs_dim(task)
         scans = task.terrain.height_scan_actor and not saved_task.terrain.height_scan_actor
         gained = scan_dim(task.terrain) if scans else 0
@@ -434,7 +447,7 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
             mean = critic.get("obs_normalizer._mean")
             saved_width = width if mean is None else int(mean.shape[-1])
         same_critic = critic is not None and saved_width == width
-        full = same_critic and actor_state is data["actor_state_dict"]
+        full = same_critic and actor_state is data["actor_state_dict"] and not grown
         if critic is not None and not same_critic and self.spec.critic_warmup == 0:
             raise CheckpointError(
                 f"{path}: its critic cannot be kept (it reads {saved_width} values, this task's "

@@ -49,6 +49,17 @@ def command_columns(old_width: int, frames: int) -> torch.Tensor:
     return c + frame * added + inside.long() * added
 
 
+def history_columns(old_width: int, old_frames: int, new_frames: int, frame_width: int) -> torch.Tensor:
+    """(old_width,) int64: where each input column of an actor that read ``old_frames`` frames of
+    ``frame_width`` (newest first) goes when it reads ``new_frames``: the old frames keep their
+    columns, the older frames are added after them, and columns after the frames (the height scan)
+    move by the added frames' width."""
+    if not 0 < old_frames <= new_frames or old_width < old_frames * frame_width:
+        raise ValueError(f"{old_width} inputs of {old_frames} frames cannot grow to {new_frames} frames")
+    c = torch.arange(old_width)
+    return torch.where(c < old_frames * frame_width, c, c + (new_frames - old_frames) * frame_width)
+
+
 def widen_state(
     state: dict[str, torch.Tensor], columns: torch.Tensor, inputs: torch.Tensor
 ) -> dict[str, torch.Tensor]:
