@@ -95,8 +95,14 @@ def test_fine_tune_starts_from_the_checkpoint_and_resumes_as_itself(trained: Pat
     with torch.no_grad():  # the two older frames start at zero weight: the same actions, whatever they hold
         after = longer.alg.get_policy()(obs)
     torch.testing.assert_close(after, before)
-    normalizer = longer.alg.get_policy().state_dict()["obs_normalizer._mean"]
-    assert normalizer.shape[-1] == 5 * FRAME_DIM  # the older frames' statistics from the new task
+    widened = longer.alg.get_policy().state_dict()
+    saved_actor = load_checkpoint(src)["actor_state_dict"]
+    for stat in ("obs_normalizer._mean", "obs_normalizer._std"):  # the older frames: the newest's
+        assert widened[stat].shape[-1] == 5 * FRAME_DIM
+        newest = saved_actor[stat][..., :FRAME_DIM]
+        for f in range(5):
+            expected = saved_actor[stat][..., f * FRAME_DIM : (f + 1) * FRAME_DIM] if f < 3 else newest
+            torch.testing.assert_close(widened[stat][..., f * FRAME_DIM : (f + 1) * FRAME_DIM], expected)
     saved_critic = load_checkpoint(src)["critic_state_dict"]
     for k, v in longer.alg.critic.state_dict().items():  # the critic reads no history: kept
         torch.testing.assert_close(v, saved_critic[k])

@@ -40,7 +40,7 @@ from scenefactory.go1.config import (
 from scenefactory.go1.env import Go1Env, LocoStep
 from scenefactory.go1.observations import frame_dim, params_start
 from scenefactory.go1.terrain import column_kinds, scan_dim
-from scenefactory.go1.widen import first_layer_key, history_columns, widen_for_whole_body, widen_state
+from scenefactory.go1.widen import grow_history, widen_for_whole_body
 from scenefactory.rl.checkpoints import (
     checked_policy,
     load_actor_weights,
@@ -419,11 +419,9 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
             data = widen_for_whole_body(data, task.history, inputs, obs[group], frames, alg)
             saved_obs = actor_obs_dim(task)
         elif saved_task.history < task.history:  # the older frames start at zero weight
-            actor_state = data["actor_state_dict"]
             width = frame_dim(task.whole_body.enabled)
-            old = int(actor_state[first_layer_key(actor_state)].shape[1])
-            cols = history_columns(old, saved_task.history, task.history, width)
-            data = {**data, "actor_state_dict": widen_state(actor_state, cols, inputs)}
+            grow = grow_history(data["actor_state_dict"], saved_task.history, task.history, width)
+            data = {**data, "actor_state_dict": grow}
             saved_obs, grown = actor_obs_dim(task), True
         elif saved_task.history > task.history:
             raise CheckpointError(

@@ -60,6 +60,34 @@ def history_columns(old_width: int, old_frames: int, new_frames: int, frame_widt
     return torch.where(c < old_frames * frame_width, c, c + (new_frames - old_frames) * frame_width)
 
 
+def grow_history(
+    state: dict[str, torch.Tensor], old_frames: int, new_frames: int, frame_width: int
+) -> dict[str, torch.Tensor]:
+    """An actor's weights for ``new_frames`` frames of ``frame_width`` when it was trained on
+    ``old_frames`` (newest first; :func:`history_columns`): the older frames get zero first-layer
+    weights, so it acts exactly as before, and the normalizer statistics of its newest frame — an
+    older frame is the same signals a few steps late, and observations at a reset (every frame the
+    reset frame, joint velocities and last actions zero) would give them a near-zero variance that
+    the saved count then freezes. Other entries are kept."""
+    key = first_layer_key(state)
+    w = state[key]
+    cols = history_columns(int(w.shape[1]), old_frames, new_frames, frame_width)
+    width = int(w.shape[1]) + (new_frames - old_frames) * frame_width
+    out = dict(state)
+    for name in NORMALIZER_STATS:
+        if name in state:
+            old = state[name]
+            new = old.new_empty(*old.shape[:-1], width)
+            new[..., cols] = old
+            for f in range(old_frames, new_frames):
+                new[..., f * frame_width : (f + 1) * frame_width] = old[..., :frame_width]
+            out[name] = new
+    wide = w.new_zeros(w.shape[0], width)
+    wide[:, cols] = w
+    out[key] = wide
+    return out
+
+
 def widen_state(
     state: dict[str, torch.Tensor], columns: torch.Tensor, inputs: torch.Tensor
 ) -> dict[str, torch.Tensor]:
