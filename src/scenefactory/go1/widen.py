@@ -9,6 +9,9 @@ ones until training moves them; the observation normalizer keeps its statistics 
 columns and takes the new columns' mean and variance from observations of the new task (the saved
 count would otherwise freeze them at mean 0, variance 1). Adam's moments for the two widened
 weights gain zero columns, so the optimizer continues as it was for the old inputs.
+
+An actor can also be given more frames of history (:func:`grow_history`): the older frames get
+zero weights and the newest frame's normalizer statistics.
 """
 
 from __future__ import annotations
