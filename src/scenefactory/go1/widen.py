@@ -72,23 +72,14 @@ def grow_history(
     older frame is the same signals a few steps late, and observations at a reset (every frame the
     reset frame, joint velocities and last actions zero) would give them a near-zero variance that
     the saved count then freezes. Other entries are kept."""
-    key = first_layer_key(state)
-    w = state[key]
+    w = state[first_layer_key(state)]
     cols = history_columns(int(w.shape[1]), old_frames, new_frames, frame_width)
     width = int(w.shape[1]) + (new_frames - old_frames) * frame_width
-    out = dict(state)
-    for name in NORMALIZER_STATS:
-        if name in state:
-            old = state[name]
-            new = old.new_empty(*old.shape[:-1], width)
-            new[..., cols] = old
-            for f in range(old_frames, new_frames):
-                new[..., f * frame_width : (f + 1) * frame_width] = old[..., :frame_width]
-            out[name] = new
-    wide = w.new_zeros(w.shape[0], width)
-    wide[:, cols] = w
-    out[key] = wide
-    return out
+    added = new_frames - old_frames
+    stats = {
+        n: torch.cat([state[n][..., :frame_width]] * added, dim=-1) for n in NORMALIZER_STATS if n in state
+    }
+    return _placed(state, cols, width, stats)
 
 
 def widen_state(
@@ -98,8 +89,7 @@ def widen_state(
     ``columns[k]``: zero first-layer weights and the statistics of ``inputs`` for the new columns
     (module docstring). Other entries are kept."""
     width = int(inputs.shape[-1])
-    key = first_layer_key(state)
-    w = state[key]
+    w = state[first_layer_key(state)]
     if columns.numel() != w.shape[1] or int(columns.max()) >= width:
         raise ValueError(f"columns {columns.numel()} → {width} do not fit a first layer of {tuple(w.shape)}")
     fresh = torch.ones(width, dtype=torch.bool)
@@ -107,6 +97,19 @@ def widen_state(
     new_inputs = inputs[:, fresh].to(torch.float32)
     var = new_inputs.var(dim=0, unbiased=False)
     stats = dict(zip(NORMALIZER_STATS, (new_inputs.mean(dim=0), var, var.sqrt()), strict=True))
+    return _placed(state, columns, width, stats)
+
+
+def _placed(
+    state: dict[str, torch.Tensor], columns: torch.Tensor, width: int, stats: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """``state`` with its first layer and normalizer statistics ``width`` wide: old column ``k`` at
+    ``columns[k]``; the other columns get zero weights and, in column order, the values of
+    ``stats`` (per statistic the state holds). Other entries are kept."""
+    key = first_layer_key(state)
+    w = state[key]
+    fresh = torch.ones(width, dtype=torch.bool)
+    fresh[columns] = False
     out = dict(state)
     for name, value in stats.items():
         if name in state:
