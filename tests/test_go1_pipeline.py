@@ -373,6 +373,26 @@ def test_terrain_proportions_reach_the_grid_and_are_checked(
     assert "expected KIND=SHARE with KIND one of random" in capsys.readouterr().err
 
 
+def test_entropy_coef_reaches_ppo_and_is_checked(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert go1_jobs.train_spec(16, 3, 0).ppo.entropy_coef == 0.01  # the recipe's, untouched without
+    spec = go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(entropy_coef=0.0))
+    assert spec.ppo.entropy_coef == 0.0
+    src = trained / "checkpoints" / "latest.pt"
+    polish = replace(tiny_spec(1), ppo=replace(tiny_spec().ppo, entropy_coef=0.0), init_from=str(src))
+    t = Go1Trainer(polish, tmp_path / "polish", nthread=1)
+    assert t.alg.entropy_coef == 0.0  # the fine-tune's bonus, not the checkpoint's 0.01
+    t.run()
+    saved = load_checkpoint(tmp_path / "polish" / "checkpoints" / "latest.pt")
+    assert saved["ppo_cfg"]["entropy_coef"] == 0.0
+    with pytest.raises(UserError, match=r"distillation \(--teacher\) has no entropy bonus"):
+        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(entropy_coef=0.0, teacher=src))
+    argv = ["train", "go1", "--entropy-coef", "1.5", "--out", str(tmp_path / "t")]
+    assert main(argv) == 2 and not (tmp_path / "t").exists()
+    assert "expected an entropy coefficient in [0, 1], got 1.5" in capsys.readouterr().err
+
+
 def test_shipped_policy_is_small_and_loads() -> None:
     path = go1_jobs.SHIPPED_POLICY
     if not path.exists():

@@ -123,6 +123,13 @@ def add_task_parser(command: str, tasks: Any) -> None:
             help="share of commands that turn on the spot (default 0: uniform commands)",
         )
         t.add_argument(
+            "--entropy-coef",
+            type=FloatRange(0.0, 1.0, what="an entropy coefficient"),
+            default=None,
+            help="PPO's entropy bonus (default 0.01; 0 lets the action noise shrink, to polish a "
+            "fine-tuned policy)",
+        )
+        t.add_argument(
             "--heading-prob",
             type=FloatRange(0.0, 1.0, what="a share"),
             default=0.0,
@@ -393,6 +400,7 @@ def train(args: argparse.Namespace) -> int:
         foot_clearance_target_m=args.foot_clearance_target,
         heading_prob=args.heading_prob,
         terrain_proportions=None if args.terrain_proportions is None else tuple(args.terrain_proportions),
+        entropy_coef=args.entropy_coef,
     )
     trainer = jobs.train(
         jobs.Go1TrainArgs(
