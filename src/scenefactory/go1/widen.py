@@ -73,9 +73,9 @@ def grow_history(
     reset frame, joint velocities and last actions zero) would give them a near-zero variance that
     the saved count then freezes. Other entries are kept."""
     w = state[first_layer_key(state)]
-    cols = history_columns(int(w.shape[1]), old_frames, new_frames, frame_width)
-    width = int(w.shape[1]) + (new_frames - old_frames) * frame_width
     added = new_frames - old_frames
+    cols = history_columns(int(w.shape[1]), old_frames, new_frames, frame_width)
+    width = int(w.shape[1]) + added * frame_width
     stats = {
         n: torch.cat([state[n][..., :frame_width]] * added, dim=-1) for n in NORMALIZER_STATS if n in state
     }
