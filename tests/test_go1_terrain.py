@@ -388,8 +388,37 @@ def test_terrain_table_of_the_shipped_policy_on_gentle_ground() -> None:
     assert len(rows) == 1
     row = rows[0]
     assert (row["kind"], row["level"], row["parameter"]) == ("random", 0, "amplitude_m")
-    assert row["successes"] == 3 and row["falls"] == 0
+    assert row["successes"] == 3 and row["falls"] == 0 and row["stalls"] == 0
     assert row["lin_vel_error_mps"] < 0.3 and row["mean_distance_m"] == pytest.approx(1.0)
+    assert 0.01 < row["swing_height_p90_m"] < 0.2  # the flat policy lifts its feet about 2 cm
+
+
+class StandStill:
+    """Zero actions: PD to the home pose, whatever the command."""
+
+    params_dim = 0
+
+    def act(self, obs: torch.Tensor, params: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.zeros(obs.shape[0], 12)
+
+    def reset(self, done: torch.Tensor | None = None) -> None:
+        pass
+
+
+def test_a_robot_that_stands_under_a_forward_command_stalls() -> None:
+    """Standing at home on level ground neither gets there nor falls: every episode is a stall, and
+    with no foot off the ground there is no swing height to report."""
+    task = replace(Go1TaskConfig(), terrain=SMALL)
+    cfg = TerrainEvalConfig(kinds=("random",), levels=(0,), speeds_mps=(0.5,), episodes=3, episode_s=2.0)
+    (row,) = terrain_table(task, StandStill(), cfg, seed=0)
+    assert row["successes"] == 0 and row["falls"] == 0
+    assert row["stalls"] == 3 and row["stall_rate"] == 1.0 and row["stall_rate_ci95"][0] > 0.3
+    assert math.isnan(row["swing_height_p90_m"])
+    # a walk shorter than the look-back is refused, as is a non-positive distance
+    with pytest.raises(ValueError, match="stall_s"):
+        TerrainEvalConfig(episode_s=1.5, stall_s=2.0)
+    with pytest.raises(ValueError, match="stall_m"):
+        TerrainEvalConfig(stall_m=0.0)
 
 
 def tiny_spec(task: Go1TaskConfig, iterations: int = 1, **kw: object) -> Go1TrainSpec:

@@ -16,6 +16,13 @@ facing along one of the tile's axes (uniformly one of four, plus a heading offse
 * **Falls**: the robot fell (trunk on the ground or tilted past the fall angle) before it got there.
 * **Tracking**: per episode the mean planar velocity error ``‖v*_xy − v_xy‖`` and yaw-rate error
   ``|ω*_z − ω_z|`` (body frame) from ``settle_s`` until it got there, fell or the episode ended.
+* **Stalls**: of the episodes that neither got there nor fell, those whose base gained less than
+  :attr:`TerrainEvalConfig.stall_m` along the start heading over the last
+  :attr:`TerrainEvalConfig.stall_s` — a robot standing still under a forward command (a blind
+  policy stopped at a riser it cannot see), not one still walking slowly.
+* **Swing height**: the 90th percentile of the heights of the feet off the ground over the ground
+  under them, over every step of the tracking windows — what the gait lifts its feet to, beside
+  the step height it has to clear.
 
 Rates carry Wilson 95 % intervals, errors normal 95 % intervals over the episodes that have any
 tracking window.
@@ -56,6 +63,10 @@ class TerrainEvalConfig:
     traverse_m: float | None = None
     """Distance along the start heading that counts as traversed (``None``: the tile's half-width
     less its flat edge)."""
+    stall_s: float = 2.0
+    stall_m: float = 0.1
+    """An episode that ends without getting there or falling *stalled* when its base gained less
+    than ``stall_m`` along the start heading in its last ``stall_s``."""
 
     def __post_init__(self) -> None:
         """Validate kinds, sizes and times."""
@@ -68,6 +79,10 @@ class TerrainEvalConfig:
             raise ValueError("need speeds, episodes >= 1 and 0 <= settle_s < episode_s")
         if self.traverse_m is not None and not self.traverse_m > 0:
             raise ValueError(f"traverse_m must be positive, got {self.traverse_m}")
+        if not 0 < self.stall_s <= self.episode_s or not self.stall_m > 0:
+            raise ValueError(
+                f"need 0 < stall_s <= episode_s and stall_m > 0, got {self.stall_s}, {self.stall_m}"
+            )
 
 
 def kinds_of(name: str) -> tuple[str, ...]:
@@ -125,12 +140,33 @@ def start_on_tiles(env: Go1Env, level: int, cols: np.ndarray, heading: np.ndarra
     return np.array(env.sim.bind("qpos")[ids, 0:2])
 
 
+@dataclass(frozen=True)
+class _Walk:
+    """What :func:`_rollout` records of ``N`` robots over ``T`` steps."""
+
+    reached: np.ndarray
+    """(N,) the first step each robot got ``traverse_m`` along its heading (``T`` if never)."""
+    fell: np.ndarray
+    """(N,) the first step it fell (``T`` if never)."""
+    farthest: np.ndarray
+    """(N,) the farthest it got along its heading before it fell or its episode ended [m]."""
+    along: np.ndarray
+    """(T, N) its base's distance along its heading after each step [m]."""
+    errors: np.ndarray
+    """(T, N, 2) per-step planar velocity and yaw-rate errors."""
+    swing_height: np.ndarray
+    """(T, N, 4) each foot's height over the ground under it, NaN while it touches the ground [m]."""
+
+    def cols(self, sl: slice) -> _Walk:
+        """The robots ``sl`` of every array."""
+        return _Walk(*(a[sl] if a.ndim == 1 else a[:, sl] for a in vars(self).values()))
+
+
 def _rollout(
     env: Go1Env, policy: Policy, heading: np.ndarray, cmd: np.ndarray, steps: int, traverse_m: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Roll ``steps`` steps; returns the first step each robot got ``traverse_m`` along ``heading``
-    (N,) and the first it fell (``steps`` if never), the distance it got (N,), and per-step
-    velocity and yaw-rate errors (T, N, 2)."""
+) -> _Walk:
+    """Roll ``steps`` steps (fewer when every robot got ``traverse_m`` along ``heading`` (N,) or
+    fell), recording :class:`_Walk`."""
     n = env.num_envs
     qpos = env.sim.bind("qpos")
     start = qpos[:, 0:2].copy()
@@ -138,7 +174,9 @@ def _rollout(
     reached = np.full(n, steps)
     fell = np.full(n, steps)
     farthest = np.zeros(n)
+    along_t = np.zeros((steps, n))
     errors = np.zeros((steps, n, 2))
+    swing = np.full((steps, n, 4), np.nan)
     params = env.teacher_params(policy.params_dim)  # a privileged teacher reads its world's parameters
     obs, _ = env.observations()
     policy.reset()
@@ -149,15 +187,18 @@ def _rollout(
         s = res.state
         errors[t, :, 0] = np.linalg.norm(s.lin_vel_b[:, :2].numpy() - cmd[:, :2], axis=1)
         errors[t, :, 1] = np.abs(s.ang_vel_b[:, 2].numpy() - cmd[:, 2])
+        swing[t] = np.where(s.foot_contact.numpy(), np.nan, s.foot_height_m.numpy())
         going = (fell == steps) & (reached == steps)
         fell[going & res.terminated.numpy()] = t
         along = np.einsum("ni,ni->n", qpos[:, 0:2] - start, direction)
+        along_t[t] = along
         alive = going & ~res.done.numpy()
         farthest = np.where(alive, np.maximum(farthest, along), farthest)
         reached[alive & (along >= traverse_m)] = t
         if not ((fell == steps) & (reached == steps)).any():  # every robot got there or fell
+            along_t, errors, swing = along_t[: t + 1], errors[: t + 1], swing[: t + 1]
             break
-    return reached, fell, farthest, errors
+    return _Walk(reached, fell, farthest, along_t, errors, swing)
 
 
 def _cell_row(
@@ -165,13 +206,14 @@ def _cell_row(
     level: int,
     speed: float,
     terrain: TerrainConfig,
-    sl: slice,
-    result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    walk: _Walk,
     first: int,
+    cfg: TerrainEvalConfig,
     traverse_m: float,
+    dt: float,
 ) -> dict[str, Any]:
-    reached, fell, farthest, errors = (a[..., sl] if a.ndim == 1 else a[:, sl] for a in result)
-    steps = errors.shape[0]
+    reached, fell = walk.reached, walk.fell
+    steps = walk.errors.shape[0]
     e = reached.size
     success = int((reached < fell).sum())
     falls = int((fell < reached).sum())
@@ -180,9 +222,14 @@ def _cell_row(
     window = (t >= first) & (t < stop[None, :])  # (T, e)
     count = window.sum(axis=0)
     ok = count > 0
-    mean_err = (errors * window[..., None]).sum(axis=0)[ok] / count[ok, None]
+    mean_err = (walk.errors * window[..., None]).sum(axis=0)[ok] / count[ok, None]
     lin = mean_interval(torch.from_numpy(mean_err[:, 0]))
     yaw = mean_interval(torch.from_numpy(mean_err[:, 1]))
+    lookback = min(round(cfg.stall_s / dt), steps - 1)
+    gained = walk.along[-1] - walk.along[steps - 1 - lookback]
+    stalls = int(((reached == fell) & (gained < cfg.stall_m)).sum())  # both == T: went the whole episode
+    heights = walk.swing_height[window]  # (k, 4) feet of the tracking windows' steps
+    heights = heights[~np.isnan(heights)]
     name, value = level_parameter(terrain, kind, level)
     return {
         "kind": kind,
@@ -202,7 +249,11 @@ def _cell_row(
         "lin_vel_error_ci95": [lin[1], lin[2]],
         "yaw_rate_error_radps": yaw[0],
         "yaw_rate_error_ci95": [yaw[1], yaw[2]],
-        "mean_distance_m": float(np.minimum(farthest, traverse_m).mean()),
+        "mean_distance_m": float(np.minimum(walk.farthest, traverse_m).mean()),
+        "stalls": stalls,
+        "stall_rate": stalls / e,
+        "stall_rate_ci95": list(wilson_interval(stalls, e)),
+        "swing_height_p90_m": float(np.percentile(heights, 90)) if heights.size else math.nan,
     }
 
 
@@ -244,7 +295,8 @@ def terrain_table(
             for j, v in enumerate(speeds):
                 start = (k * len(speeds) + j) * e
                 sl = slice(start, start + e)
-                rows.append(_cell_row(kind, level, v, terrain, sl, result, first, traverse))
+                row = _cell_row(kind, level, v, terrain, result.cols(sl), first, cfg, traverse, task.dt)
+                rows.append(row)
     return rows
 
 
@@ -273,8 +325,9 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
         f"{rows[0]['traverse_m']:g} m along its start heading before falling.",
         "",
         "| kind | level | parameter | speed m/s | episodes | success [95% CI] | falls [95% CI] "
-        "| lin. error m/s [95% CI] | yaw error rad/s [95% CI] | mean distance m |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| lin. error m/s [95% CI] | yaw error rad/s [95% CI] | mean distance m | stalls [95% CI] "
+        "| swing height p90 m |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -284,6 +337,7 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['fall_rate']:.3f} {_ci(r['fall_rate_ci95'])} "
             f"| {r['lin_vel_error_mps']:.3f} {_ci(r['lin_vel_error_ci95'])} "
             f"| {r['yaw_rate_error_radps']:.3f} {_ci(r['yaw_rate_error_ci95'])} "
-            f"| {r['mean_distance_m']:.2f} |"
+            f"| {r['mean_distance_m']:.2f} | {r['stall_rate']:.3f} {_ci(r['stall_rate_ci95'])} "
+            f"| {r['swing_height_p90_m']:.3f} |"
         )
     return lines
