@@ -18,8 +18,9 @@ facing along one of the tile's axes (uniformly one of four, plus a heading offse
   ``|ω*_z − ω_z|`` (body frame) from ``settle_s`` until it got there, fell or the episode ended.
 * **Stalls**: of the episodes that neither got there nor fell, those whose base gained less than
   :attr:`TerrainEvalConfig.stall_m` along the start heading over the last
-  :attr:`TerrainEvalConfig.stall_s` — a robot standing still under a forward command (a blind
-  policy stopped at a riser it cannot see), not one still walking slowly.
+  :attr:`TerrainEvalConfig.stall_s` — a robot that stopped getting anywhere under a forward
+  command, standing or stepping in place (a blind policy stopped at a riser it cannot see), not
+  one still walking slowly.
 * **Swing height**: the 90th percentile of the heights of the feet off the ground over the ground
   under them, over every step of the tracking windows — what the gait lifts its feet to, beside
   the step height it has to clear.
