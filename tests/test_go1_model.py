@@ -86,3 +86,26 @@ def test_stands_stable_under_pd_at_the_home_pose(model: mujoco.MjModel) -> None:
     assert touching == feet
     assert (d.sensordata[idx.foot_touch] > 10.0).all()
     assert d.sensordata[idx.trunk_touch] == 0.0
+    assert (d.sensordata[idx.leg_touch] == 0.0).all()  # standing on its feet: no thigh or calf down
+
+
+def test_a_shin_on_an_edge_registers_on_its_calf_sensor() -> None:
+    """The home pose over a 7 cm ledge just behind the front feet (a stair's nosing under the shins):
+    the front calves touch it, their touch sensors read the force, and no foot's or thigh's does."""
+    ground = (
+        "",
+        '<geom name="floor" type="plane" size="0 0 0.05" contype="0" conaffinity="1" priority="1"/>'
+        '<geom name="ledge" type="box" pos="0.11 0 0.035" size="0.03 0.3 0.035" contype="0"'
+        ' conaffinity="1"/>',
+    )
+    model = mujoco.MjModel.from_xml_string(go1.go1_mjcf(with_visuals=False, ground=ground))
+    idx = go1.Go1Index.from_model(model)
+    d = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, d, model.key("home").id)
+    mujoco.mj_forward(model, d)
+    touching = {int(c.geom1) for c in d.contact[: d.ncon]} | {int(c.geom2) for c in d.contact[: d.ncon]}
+    assert touching == {model.geom(n).id for n in ("FR_calf", "FL_calf", "ledge")}
+    thigh_calf = d.sensordata[idx.leg_touch].reshape(4, 2)  # FR, FL, RR, RL; thigh, calf
+    assert (thigh_calf[:2, 1] > 1.0).all()
+    assert (thigh_calf[:, 0] == 0.0).all() and (thigh_calf[2:, 1] == 0.0).all()
+    assert (d.sensordata[idx.foot_touch] == 0.0).all()

@@ -46,6 +46,7 @@ def state(**kw: torch.Tensor | float) -> LocoState:
         actions=torch.zeros(n, 12),
         prev_actions=torch.zeros(n, 12),
         foot_contact=torch.ones(n, 4, dtype=torch.bool),
+        leg_contact=torch.zeros(n, 8, dtype=torch.bool),
         first_contact=torch.zeros(n, 4, dtype=torch.bool),
         air_time_s=torch.zeros(n, 4),
         foot_height_m=torch.zeros(n, 4),
@@ -102,6 +103,12 @@ def test_foot_clearance_costs_moving_feet_off_the_target_height(target: float) -
     got = r.foot_clearance(state(foot_height_m=h, foot_speed_xy=v, foot_clearance_target_m=target))
     # foot 0 drags along the ground at 2 m/s; foot 1 swings at the target height; 2 and 3 stand
     torch.testing.assert_close(got, torch.tensor([target**2 * 2.0, 0.0]))
+
+
+def test_leg_contacts_count_thighs_and_calves_on_the_ground() -> None:
+    legs = torch.zeros(2, 8, dtype=torch.bool)
+    legs[0, 1] = legs[0, 6] = True  # FR calf on a stair's edge, RR thigh on the ground
+    torch.testing.assert_close(r.leg_contacts(state(leg_contact=legs)), torch.tensor([2.0, 0.0]))
 
 
 def test_joint_limits_stand_still_and_fall_terms() -> None:

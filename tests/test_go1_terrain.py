@@ -19,6 +19,7 @@ from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli.go1 import TILE_KINDS
 from scenefactory.errors import CheckpointError, UserError
 from scenefactory.go1 import evaluation as ev
+from scenefactory.go1 import robot as go1
 from scenefactory.go1 import terrain as tr
 from scenefactory.go1.config import (
     TERRAIN_KINDS,
@@ -345,6 +346,26 @@ def test_env_state_round_trip_keeps_levels_and_refuses_a_flat_state() -> None:
         other.load_state_dict(flat_state)
 
 
+def test_a_state_saved_before_the_leg_sensors_resumes_with_no_leg_down() -> None:
+    """Runs saved before the thigh and calf touch sensors (the last 8 in ``sensordata``) resume;
+    any other width is refused."""
+    env = Go1Env(terrain_task(4), seed=0)
+    env.step(torch.zeros(4, 12))
+    state = env.state_dict()
+    sensors = state["sim"]["sensordata"]
+    old = {**state, "sim": {**state["sim"], "sensordata": sensors[:, : -go1.LEG_TOUCH_SENSORS]}}
+    other = Go1Env(terrain_task(4), seed=5)
+    other.load_state_dict(old)
+    np.testing.assert_array_equal(
+        other._sensordata[:, : -go1.LEG_TOUCH_SENSORS], sensors[:, : -go1.LEG_TOUCH_SENSORS]
+    )
+    assert (other._sensordata[:, -go1.LEG_TOUCH_SENSORS :] == 0).all()
+    other.step(torch.zeros(4, 12))  # and steps on
+    cut = {**state, "sim": {**state["sim"], "sensordata": sensors[:, :-1]}}
+    with pytest.raises(ValueError, match="sensordata"):
+        other.load_state_dict(cut)
+
+
 def test_config_round_trip_and_old_dicts_load_as_flat() -> None:
     cfg = replace(
         Go1TaskConfig(), terrain=replace(SMALL, height_scan_actor=True, proportions=(("steps", 1.0),))
@@ -391,6 +412,7 @@ def test_terrain_table_of_the_shipped_policy_on_gentle_ground() -> None:
     assert row["successes"] == 3 and row["falls"] == 0 and row["stalls"] == 0
     assert row["lin_vel_error_mps"] < 0.3 and row["mean_distance_m"] == pytest.approx(1.0)
     assert 0.01 < row["swing_height_p90_m"] < 0.2  # the flat policy lifts its feet about 2 cm
+    assert row["leg_contact_share"] == 0.0  # on its feet throughout
 
 
 class StandStill:

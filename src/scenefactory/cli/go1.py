@@ -183,7 +183,7 @@ def add_task_parser(command: str, tasks: Any) -> None:
             metavar="TERM=W",
             help=(
                 "replace a reward term's weight (repeatable), e.g. action_rate=-0.03; an optional "
-                "term (foot_clearance) is added with its weight"
+                "term (foot_clearance, leg_contacts) is added with its weight"
             ),
         )
         t.add_argument(

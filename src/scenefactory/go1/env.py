@@ -325,6 +325,12 @@ class Go1Env:
         rng.bit_generator.state = state["rng"]  # raises ValueError or TypeError on a foreign state
         lin, yaw = (float(v) for v in state["curriculum"])
         sensors = state["sim"].get("sensordata") if isinstance(state.get("sim"), Mapping) else None
+        n, width = self._sensor_view.shape
+        if isinstance(sensors, torch.Tensor) and tuple(sensors.shape) == (n, width - go1.LEG_TOUCH_SENSORS):
+            # saved before the thigh and calf sensors (the last ones): no leg on the ground until the
+            # next physics step reads them; nothing observed comes from them
+            sensors = torch.cat([sensors, sensors.new_zeros(n, go1.LEG_TOUCH_SENSORS)], dim=1)
+            state = {**state, "sim": {**state["sim"], "sensordata": sensors}}
         if not isinstance(sensors, torch.Tensor) or tuple(sensors.shape) != self._sensor_view.shape:
             raise ValueError(
                 f"Go1 environment state lacks 'sim.sensordata' of shape {self._sensor_view.shape}"
@@ -380,6 +386,7 @@ class Go1Env:
             "home": self.q_home,
             "actions": self.actions,
             "foot_contact": sd[:, ix.foot_touch] > CONTACT_FORCE_N,
+            "leg_contact": sd[:, ix.leg_touch] > CONTACT_FORCE_N,
             "trunk_touch": sd[:, ix.trunk_touch] > 0.0,
         }
 
@@ -525,6 +532,7 @@ class Go1Env:
             actions=_t(self.actions),
             prev_actions=_t(self.prev_actions),
             foot_contact=torch.from_numpy(contact.copy()),
+            leg_contact=torch.from_numpy(arrays["leg_contact"]),
             first_contact=torch.from_numpy(first),
             air_time_s=_t(air_at_touch),
             foot_height_m=_t(foot_height),

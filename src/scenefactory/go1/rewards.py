@@ -94,6 +94,12 @@ def foot_clearance(s: LocoState) -> torch.Tensor:
     return ((s.foot_height_m - s.foot_clearance_target_m).square() * s.foot_speed_xy).sum(-1)
 
 
+def leg_contacts(s: LocoState) -> torch.Tensor:
+    """Thighs and calves touching the ground (legged_gym's ``collision`` term on them, weighted
+    negative): a shin resting on a stair's edge stops a blind robot as surely as a fall."""
+    return s.leg_contact.float().sum(-1)
+
+
 def joint_limit_violation(s: LocoState) -> torch.Tensor:
     """Radians beyond the soft joint limits, summed over joints."""
     lo, hi = s.joint_limits[:, 0], s.joint_limits[:, 1]
@@ -180,6 +186,7 @@ REWARD_FUNCTIONS = {
         action_rate_sq,
         feet_air_time,
         foot_clearance,
+        leg_contacts,
         joint_limit_violation,
         stand_still,
         fallen,
@@ -193,5 +200,5 @@ REWARD_FUNCTIONS = {
 """Term function name → function: how a saved config names its terms."""
 WHOLE_BODY_FUNCTIONS = frozenset({track_base_height, track_body_pitch, track_body_roll, attitude_error_sq})
 """Terms that read the whole-body commands: only in a task with ``WholeBodyConfig.enabled``."""
-OPTIONAL_FUNCTIONS = frozenset({foot_clearance})
+OPTIONAL_FUNCTIONS = frozenset({foot_clearance, leg_contacts})
 """Terms in no default recipe: a run adds one by giving it a weight (``--reward-weight NAME=W``)."""

@@ -34,7 +34,9 @@ more solver cost). The integrator is ``implicitfast`` with a pyramidal friction 
 Sensors (on the ``imu`` site at the trunk origin): ``gyro`` (body rates, rad/s),
 ``accelerometer`` (m/s², includes gravity), ``orientation`` (framequat, w x y z), and the
 privileged ``local_linvel`` (velocimeter, m/s, body frame; the critic's, never the actor's);
-``{leg}_touch`` (normal force on each foot, N) and ``trunk_touch`` (the trunk hit the ground).
+``{leg}_touch`` (normal force on each foot, N), ``{leg}_thigh_touch`` and ``{leg}_calf_touch``
+(normal force on the thigh and calf capsules: a leg, not a foot, on the ground, such as a shin on a
+stair's edge) and ``trunk_touch`` (the trunk hit the ground).
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ LEGS = ("FR", "FL", "RR", "RL")
 """Leg order of every per-leg array: front-right, front-left, rear-right, rear-left."""
 
 JOINTS_PER_LEG = ("hip", "thigh", "calf")
+LEG_PARTS = ("thigh", "calf")
+"""Links whose touch sensors report a leg, not a foot, on the ground (a shin on a stair's edge)."""
+LEG_TOUCH_MARGIN_M = 0.005
+"""How far each thigh and calf touch site reaches beyond its capsule (contact points lie on it)."""
+LEG_TOUCH_SENSORS = len(LEGS) * len(LEG_PARTS)
+"""The thigh and calf touch sensors, last in ``sensordata`` (states saved before them lack them)."""
 JOINT_NAMES = tuple(f"{leg}_{j}_joint" for leg in LEGS for j in JOINTS_PER_LEG)
 """The 12 actuated joints in the order of every joint-space array (actions, observations, gains)."""
 NUM_JOINTS = len(JOINT_NAMES)
@@ -159,11 +167,15 @@ def _leg_xml(leg: str) -> str:
           <joint name="{leg}_thigh_joint" axis="0 1 0" range="{_vec(rng["thigh"])}"/>
           <geom name="{leg}_thigh" type="capsule" fromto="0 0 0 0 0 {-THIGH_LENGTH_M}" size="0.015"
                 class="collide"/>
+          <site name="{leg}_thigh_touch" type="capsule" fromto="0 0 0 0 0 {-THIGH_LENGTH_M}"
+                size="{0.015 + LEG_TOUCH_MARGIN_M}" rgba="0 0 0 0"/>
           <body name="{leg}_calf" pos="0 0 {-THIGH_LENGTH_M}">
             <inertial pos="{_vec(CALF_COM_M)}" mass="{CALF_MASS_KG}" diaginertia="{_vec(CALF_INERTIA)}"/>
             <joint name="{leg}_calf_joint" axis="0 1 0" range="{_vec(rng["calf"])}"/>
             <geom name="{leg}_calf" type="capsule" fromto="0 0 0 0 0 {-0.8 * CALF_LENGTH_M:.4f}"
                   size="0.01" class="collide"/>
+            <site name="{leg}_calf_touch" type="capsule" fromto="0 0 0 0 0 {-0.8 * CALF_LENGTH_M:.4f}"
+                  size="{0.01 + LEG_TOUCH_MARGIN_M}" rgba="0 0 0 0"/>
             <geom name="{leg}_foot" type="sphere" pos="0 0 {-CALF_LENGTH_M}" size="{FOOT_RADIUS_M}"
                   class="collide" friction="{FOOT_FRICTION} 0.02 0.01" rgba="0.1 0.1 0.1 1"/>
             <site name="{leg}_foot" type="sphere" pos="0 0 {-CALF_LENGTH_M}" size="{FOOT_RADIUS_M + 0.007}"
@@ -204,6 +216,11 @@ def go1_mjcf(
         for name, lim in zip(JOINT_NAMES, torque_limits(), strict=True)
     )
     touches = "\n".join(f'    <touch name="{leg}_touch" site="{leg}_foot"/>' for leg in LEGS)
+    leg_touches = "\n".join(  # last: the sensors of older saved states are a prefix
+        f'    <touch name="{leg}_{part}_touch" site="{leg}_{part}_touch"/>'
+        for leg in LEGS
+        for part in LEG_PARTS
+    )
     home_qpos = _vec((0.0, 0.0, HOME_HEIGHT_M, 1.0, 0.0, 0.0, 0.0, *q0))
     tx, ty, tz = TRUNK_HALF_SIZE_M
     visual = (
@@ -262,6 +279,7 @@ def go1_mjcf(
     <velocimeter name="local_linvel" site="imu"/>
 {touches}
     <touch name="trunk_touch" site="trunk_touch"/>
+{leg_touches}
   </sensor>
   <keyframe>
     <key name="home" qpos="{home_qpos}" ctrl="{_vec(np.zeros(NUM_JOINTS))}"/>
@@ -288,6 +306,9 @@ class Go1Index:
     local_linvel: npt.NDArray[np.int64]
     foot_touch: npt.NDArray[np.int64]
     """(4,) sensordata address of each foot's touch sensor, :data:`LEGS` order."""
+    leg_touch: npt.NDArray[np.int64]
+    """(8,) sensordata address of each thigh's and calf's touch sensor, :data:`LEGS` order, thigh
+    before calf."""
     trunk_touch: int
 
     @classmethod
@@ -315,5 +336,8 @@ class Go1Index:
             orientation=sens("orientation"),
             local_linvel=sens("local_linvel"),
             foot_touch=np.array([sens(f"{leg}_touch")[0] for leg in LEGS], dtype=np.int64),
+            leg_touch=np.array(
+                [sens(f"{leg}_{part}_touch")[0] for leg in LEGS for part in LEG_PARTS], dtype=np.int64
+            ),
             trunk_touch=int(sens("trunk_touch")[0]),
         )

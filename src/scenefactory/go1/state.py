@@ -44,6 +44,8 @@ class LocoState:
     """(N, 12) the previous step's actions."""
     foot_contact: torch.Tensor
     """(N, 4) bool: foot touching the ground now."""
+    leg_contact: torch.Tensor
+    """(N, 8) bool: each thigh and calf (leg by leg, thigh first) touching the ground now."""
     first_contact: torch.Tensor
     """(N, 4) bool: foot touched down during this step after being in the air."""
     air_time_s: torch.Tensor

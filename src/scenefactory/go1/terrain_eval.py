@@ -24,6 +24,8 @@ facing along one of the tile's axes (uniformly one of four, plus a heading offse
 * **Swing height**: the 90th percentile of the heights of the feet off the ground over the ground
   under them, over every step of the tracking windows — what the gait lifts its feet to, beside
   the step height it has to clear.
+* **Leg contact**: the share of the tracking windows' steps with a thigh or calf on the ground
+  (a shin on a stair's edge, the knee on a block).
 
 Rates carry Wilson 95 % intervals, errors normal 95 % intervals over the episodes that have any
 tracking window.
@@ -157,6 +159,8 @@ class _Walk:
     """(T, N, 2) per-step planar velocity and yaw-rate errors."""
     swing_height: np.ndarray
     """(T, N, 4) each foot's height over the ground under it, NaN while it touches the ground [m]."""
+    leg_contact: np.ndarray
+    """(T, N) whether a thigh or calf touched the ground after each step."""
 
     def cols(self, sl: slice) -> _Walk:
         """The robots ``sl`` of every array."""
@@ -178,6 +182,7 @@ def _rollout(
     along_t = np.zeros((steps, n))
     errors = np.zeros((steps, n, 2))
     swing = np.full((steps, n, 4), np.nan)
+    legs = np.zeros((steps, n), dtype=bool)
     params = env.teacher_params(policy.params_dim)  # a privileged teacher reads its world's parameters
     obs, _ = env.observations()
     policy.reset()
@@ -189,6 +194,7 @@ def _rollout(
         errors[t, :, 0] = np.linalg.norm(s.lin_vel_b[:, :2].numpy() - cmd[:, :2], axis=1)
         errors[t, :, 1] = np.abs(s.ang_vel_b[:, 2].numpy() - cmd[:, 2])
         swing[t] = np.where(s.foot_contact.numpy(), np.nan, s.foot_height_m.numpy())
+        legs[t] = s.leg_contact.numpy().any(axis=1)
         going = (fell == steps) & (reached == steps)
         fell[going & res.terminated.numpy()] = t
         along = np.einsum("ni,ni->n", qpos[:, 0:2] - start, direction)
@@ -197,9 +203,9 @@ def _rollout(
         farthest = np.where(alive, np.maximum(farthest, along), farthest)
         reached[alive & (along >= traverse_m)] = t
         if not ((fell == steps) & (reached == steps)).any():  # every robot got there or fell
-            along_t, errors, swing = along_t[: t + 1], errors[: t + 1], swing[: t + 1]
+            along_t, errors, swing, legs = along_t[: t + 1], errors[: t + 1], swing[: t + 1], legs[: t + 1]
             break
-    return _Walk(reached, fell, farthest, along_t, errors, swing)
+    return _Walk(reached, fell, farthest, along_t, errors, swing, legs)
 
 
 def _cell_row(
@@ -231,6 +237,7 @@ def _cell_row(
     stalls = int(((reached == fell) & (gained < cfg.stall_m)).sum())  # both == T: went the whole episode
     heights = walk.swing_height[window]  # (k, 4) feet of the tracking windows' steps
     heights = heights[~np.isnan(heights)]
+    window_steps = int(window.sum())
     name, value = level_parameter(terrain, kind, level)
     return {
         "kind": kind,
@@ -255,6 +262,9 @@ def _cell_row(
         "stall_rate": stalls / e,
         "stall_rate_ci95": list(wilson_interval(stalls, e)),
         "swing_height_p90_m": float(np.percentile(heights, 90)) if heights.size else math.nan,
+        "leg_contact_share": float(walk.leg_contact[window].sum() / window_steps)
+        if window_steps
+        else math.nan,
     }
 
 
@@ -327,8 +337,8 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "| kind | level | parameter | speed m/s | episodes | success [95% CI] | falls [95% CI] "
         "| lin. error m/s [95% CI] | yaw error rad/s [95% CI] | mean distance m | stalls [95% CI] "
-        "| swing height p90 m |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| swing height p90 m | leg contact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -339,6 +349,6 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['lin_vel_error_mps']:.3f} {_ci(r['lin_vel_error_ci95'])} "
             f"| {r['yaw_rate_error_radps']:.3f} {_ci(r['yaw_rate_error_ci95'])} "
             f"| {r['mean_distance_m']:.2f} | {r['stall_rate']:.3f} {_ci(r['stall_rate_ci95'])} "
-            f"| {r['swing_height_p90_m']:.3f} |"
+            f"| {r['swing_height_p90_m']:.3f} | {r['leg_contact_share']:.2f} |"
         )
     return lines
