@@ -268,7 +268,7 @@ def test_cli_eval_export_deploy_and_errors(
     assert main(["train", "go1", "--reward-weight", "action_rat=-1", "--out", str(tmp_path / "t")]) == 2
     err = capsys.readouterr().err
     assert "unknown term 'action_rat', expected one of track_lin_vel_xy" in err
-    assert "(or an optional term: foot_clearance)" in err
+    assert "(or an optional term: foot_clearance, leg_contacts)" in err
     assert main(["train", "go1", "--reward-weight", "action_rate", "--out", str(tmp_path / "t")]) == 2
     assert "expected TERM=WEIGHT" in capsys.readouterr().err
 
