@@ -306,6 +306,32 @@ def test_command_limits_narrow_the_ranges(tmp_path: Path) -> None:
         go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(command_limits=(1.0, 0.0, 1.0)))
     argv = ["train", "go1", "--command-limits", "1", "1", "-1", "--out", str(tmp_path / "t")]
     assert main(argv) == 2 and not (tmp_path / "t").exists()
+    forward = go1_jobs.train_spec(16, 3, 0, replace(opts, forward_only=True)).task.commands
+    assert (forward.vx_mps, forward.vy_mps) == ((0.0, 1.0), (-0.8, 0.8))
+    assert go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(forward_only=True)).task.commands.vx_mps == (
+        0.0,
+        2.0,
+    )
+
+
+def test_terrain_spacing_reaches_the_grid_and_is_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    opts = go1_jobs.RecipeOptions(terrain="rough", terrain_spacing_m=0.05)
+    task = go1_jobs.train_spec(16, 3, 0, opts).task
+    assert task.terrain.horizontal_scale_m == 0.05  # and the saved config keeps it for eval
+    assert task_config_from_dict(task_config_to_dict(task)).terrain.horizontal_scale_m == 0.05
+    assert (
+        go1_jobs.train_spec(16, 3, 0, replace(opts, terrain_spacing_m=None)).task.terrain.horizontal_scale_m
+        == 0.1
+    )
+    with pytest.raises(UserError, match=r"tile_size_m \(8\.0\) must be a whole multiple"):
+        go1_jobs.train_spec(16, 3, 0, replace(opts, terrain_spacing_m=0.07))
+    with pytest.raises(UserError, match="--terrain-spacing needs --terrain"):
+        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(terrain_spacing_m=0.05))
+    argv = ["train", "go1", "--terrain", "rough", "--terrain-spacing", "0", "--out", str(tmp_path / "t")]
+    assert main(argv) == 2 and not (tmp_path / "t").exists()
+    assert "expected a height-field spacing in m in (0, 1], got 0" in capsys.readouterr().err
 
 
 def test_foot_clearance_target_reaches_the_task_and_is_checked(

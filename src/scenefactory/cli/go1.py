@@ -146,6 +146,20 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "vy +-0.8, yaw +-1.8; Isaac Lab's rough terrain: 1 1 1)",
         )
         t.add_argument(
+            "--forward-only",
+            action="store_true",
+            help="forward-speed commands from 0 up (no walking backward): for a terrain policy judged "
+            "walking forward, which then never trains climbing stairs backward",
+        )
+        t.add_argument(
+            "--terrain-spacing",
+            type=FloatRange(0.0, 1.0, low_open=True, what="a height-field spacing in m"),
+            default=None,
+            metavar="M",
+            help="sample spacing of the terrain's height field (default 0.1 m: a 10 cm riser is a 45 "
+            "degree ramp one cell wide; 0.05 m makes it 72 degrees at about 1.4x the physics cost)",
+        )
+        t.add_argument(
             "--foot-clearance-target",
             type=FloatRange(0.0, 0.5, low_open=True, high_open=True, what="a swing height in m"),
             default=None,
@@ -401,6 +415,8 @@ def train(args: argparse.Namespace) -> int:
         heading_prob=args.heading_prob,
         terrain_proportions=None if args.terrain_proportions is None else tuple(args.terrain_proportions),
         entropy_coef=args.entropy_coef,
+        forward_only=args.forward_only,
+        terrain_spacing_m=args.terrain_spacing,
     )
     trainer = jobs.train(
         jobs.Go1TrainArgs(
