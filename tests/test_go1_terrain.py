@@ -534,6 +534,21 @@ def test_eval_runs_only_the_tables_asked_for(tmp_path: Path) -> None:
     assert main(no_terrain) == 2 and not (tmp_path / "f").exists()
 
 
+def test_eval_terrain_spacing_rebuilds_the_tiles_and_is_checked(tmp_path: Path) -> None:
+    from scenefactory.cli import main
+
+    out = tmp_path / "e"
+    argv = ["eval", "go1", "--tables", "terrain", "--terrain", "stairs_up", "--level", "3", "--quick"]
+    assert main([*argv, "--episodes", "2", "--terrain-spacing", "0.05", "--out", str(out)]) == 0
+    result = json.loads((out / "metrics.json").read_text())
+    assert "terrain height field every 0.05 m" in result["world"]
+    assert [r["parameter_value"] for r in result["terrain"]] == pytest.approx([0.1, 0.1])
+    assert main([*argv, "--terrain-spacing", "0.07", "--out", str(tmp_path / "f")]) == 2  # 8 m tiles
+    velocity_only = ["eval", "go1", "--tables", "velocity", "--terrain-spacing", "0.05", "--quick"]
+    assert main([*velocity_only, "--out", str(tmp_path / "g")]) == 2
+    assert not (tmp_path / "f").exists() and not (tmp_path / "g").exists()
+
+
 def test_robots_start_at_the_centres_of_the_tiles_asked_for() -> None:
     from scenefactory.go1.terrain_eval import eval_terrain, start_on_tiles
 

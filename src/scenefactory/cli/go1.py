@@ -306,6 +306,14 @@ def add_task_parser(command: str, tasks: Any) -> None:
                 + ": random ground of +-5 cm is level 4, 10 cm stairs 3, 15 cm stairs 5, 20 deg slopes 7)",
             )
             t.add_argument(
+                "--terrain-spacing",
+                type=FloatRange(0.0, 1.0, low_open=True, what="a height-field spacing in m"),
+                default=None,
+                metavar="M",
+                help="the terrain table's height-field spacing (default: the policy's own; 0.1 m "
+                "makes a 10 cm riser a 45 degree ramp, 0.05 m 72 degrees)",
+            )
+            t.add_argument(
                 "--tables",
                 choices=EVAL_TABLES,
                 nargs="+",
@@ -461,6 +469,7 @@ def evaluate(args: argparse.Namespace) -> int:
             controller=args.controller,
             fixed_episodes=args.fixed_episodes,
             physics=physics(args),
+            terrain_spacing_m=args.terrain_spacing,
         )
     )
     print(json.dumps(result["summary"]))

@@ -350,6 +350,8 @@ class Go1EvalArgs:
     tables: tuple[str, ...] = TABLES
     """Which of :data:`TABLES` to run (the whole-body table needs a whole-body policy, the terrain
     table ``terrain``)."""
+    terrain_spacing_m: float | None = None
+    """The terrain table's height-field spacing (``None``: the policy's own, as it trained)."""
 
 
 CONTROLLERS = ("policy", "model-based")
@@ -385,6 +387,24 @@ def on_physics(
     return policy
 
 
+def on_terrain_spacing(
+    policy: Go1Policy | ModelBasedController, spacing_m: float | None
+) -> Go1Policy | ModelBasedController:
+    """``policy`` whose terrain (the one the terrain table builds its tiles from) samples its height
+    field every ``spacing_m`` [m] (``None``: unchanged); a UserError names a spacing the tiles refuse."""
+    if spacing_m is None:
+        return policy
+    try:
+        terrain = replace(policy.task_cfg.terrain, horizontal_scale_m=spacing_m)
+    except ValueError as exc:
+        raise UserError(f"eval go1 --terrain-spacing: {exc}") from exc
+    task = replace(policy.task_cfg, terrain=terrain)
+    if isinstance(policy, Go1Policy):
+        return replace(policy, task_cfg=task)
+    policy.task_cfg = task
+    return policy
+
+
 def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
     """Tracking and push-recovery tables of a policy → ``out/metrics.json`` and ``out/report.md``;
     on the nominal robot, or with one action latency and joint damping/friction scale everywhere
@@ -393,6 +413,11 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
     latency_ms, joint_scale = args.latency_ms, args.joint_scale
     path, policy = eval_controller(args.controller, args.checkpoint)
     policy = on_physics(policy, args.physics)
+    if args.terrain_spacing_m is not None and (args.terrain is None or "terrain" not in args.tables):
+        raise UserError(
+            "eval go1 --terrain-spacing: the terrain table is not asked for (--terrain, --tables)"
+        )
+    policy = on_terrain_spacing(policy, args.terrain_spacing_m)
     try:
         cfg = ev.EvalConfig(
             episodes=episodes,
@@ -428,6 +453,8 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
         )
     if policy.params_dim:
         world += f"; a privileged actor, given its world's {policy.params_dim} parameters"
+    if terrain is not None:
+        world += f"; terrain height field every {policy.task_cfg.terrain.horizontal_scale_m:g} m"
     t0 = time.perf_counter()
     tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed) if "velocity" in tables else []
     pushes = ev.push_table(policy.task_cfg, policy, cfg, seed) if "push" in tables else []
