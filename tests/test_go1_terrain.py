@@ -413,6 +413,7 @@ def test_terrain_table_of_the_shipped_policy_on_gentle_ground() -> None:
     assert row["lin_vel_error_mps"] < 0.3 and row["mean_distance_m"] == pytest.approx(1.0)
     assert 0.01 < row["swing_height_p90_m"] < 0.2  # the flat policy lifts its feet about 2 cm
     assert row["leg_contact_share"] == 0.0  # on its feet throughout
+    assert 1.0 < row["step_rate_hz"] < 6.0  # a trot: each foot touches down a few times a second
 
 
 class StandStill:
@@ -435,7 +436,7 @@ def test_a_robot_that_stands_under_a_forward_command_stalls() -> None:
     (row,) = terrain_table(task, StandStill(), cfg, seed=0)
     assert row["successes"] == 0 and row["falls"] == 0
     assert row["stalls"] == 3 and row["stall_rate"] == 1.0 and row["stall_rate_ci95"][0] > 0.3
-    assert math.isnan(row["swing_height_p90_m"])
+    assert math.isnan(row["swing_height_p90_m"]) and row["step_rate_hz"] == 0.0
     # a walk shorter than the look-back is refused, as is a non-positive distance
     with pytest.raises(ValueError, match="stall_s"):
         TerrainEvalConfig(episode_s=1.5, stall_s=2.0)

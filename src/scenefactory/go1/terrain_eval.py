@@ -26,6 +26,9 @@ facing along one of the tile's axes (uniformly one of four, plus a heading offse
   the step height it has to clear.
 * **Leg contact**: the share of the tracking windows' steps with a thigh or calf on the ground
   (a shin on a stair's edge, the knee on a block).
+* **Step rate**: touchdowns per foot per second over the tracking windows (a foot in the air after
+  one step and on the ground after the next): the gait's cadence. The stride is the speed over it;
+  a stride near the stairs' 0.3 m tread lands every foot at the same place on each step.
 
 Rates carry Wilson 95 % intervals, errors normal 95 % intervals over the episodes that have any
 tracking window.
@@ -238,6 +241,10 @@ def _cell_row(
     heights = walk.swing_height[window]  # (k, 4) feet of the tracking windows' steps
     heights = heights[~np.isnan(heights)]
     window_steps = int(window.sum())
+    air = ~np.isnan(walk.swing_height)  # (T, e, 4)
+    touchdowns = air[:-1] & ~air[1:]  # (T − 1, e, 4): in the air at t, on the ground at t + 1
+    pairs = window[:-1] & window[1:]  # both steps in the tracking window
+    pair_steps = int(pairs.sum())
     name, value = level_parameter(terrain, kind, level)
     return {
         "kind": kind,
@@ -265,6 +272,7 @@ def _cell_row(
         "leg_contact_share": float(walk.leg_contact[window].sum() / window_steps)
         if window_steps
         else math.nan,
+        "step_rate_hz": float(touchdowns[pairs].sum() / (4 * pair_steps * dt)) if pair_steps else math.nan,
     }
 
 
@@ -337,8 +345,8 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "| kind | level | parameter | speed m/s | episodes | success [95% CI] | falls [95% CI] "
         "| lin. error m/s [95% CI] | yaw error rad/s [95% CI] | mean distance m | stalls [95% CI] "
-        "| swing height p90 m | leg contact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| swing height p90 m | leg contact | steps/s per foot |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -349,6 +357,6 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['lin_vel_error_mps']:.3f} {_ci(r['lin_vel_error_ci95'])} "
             f"| {r['yaw_rate_error_radps']:.3f} {_ci(r['yaw_rate_error_ci95'])} "
             f"| {r['mean_distance_m']:.2f} | {r['stall_rate']:.3f} {_ci(r['stall_rate_ci95'])} "
-            f"| {r['swing_height_p90_m']:.3f} | {r['leg_contact_share']:.2f} |"
+            f"| {r['swing_height_p90_m']:.3f} | {r['leg_contact_share']:.2f} | {r['step_rate_hz']:.2f} |"
         )
     return lines
