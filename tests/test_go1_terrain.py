@@ -33,7 +33,8 @@ from scenefactory.go1.curriculum import TerrainCurriculum, initial_columns, next
 from scenefactory.go1.env import Go1Env
 from scenefactory.go1.jobs import SHIPPED_POLICY, Go1ExportArgs, export, terrain_progress
 from scenefactory.go1.observations import CRITIC_DIM, FRAME_DIM
-from scenefactory.go1.terrain_eval import TerrainEvalConfig, terrain_table
+from scenefactory.go1.rewards import TRACKING_SIGMA
+from scenefactory.go1.terrain_eval import TerrainEvalConfig, terrain_report, terrain_table
 from scenefactory.go1.train import (
     Go1Trainer,
     Go1TrainSpec,
@@ -414,6 +415,9 @@ def test_terrain_table_of_the_shipped_policy_on_gentle_ground() -> None:
     assert 0.01 < row["swing_height_p90_m"] < 0.2  # the flat policy lifts its feet about 2 cm
     assert row["leg_contact_share"] == 0.0  # on its feet throughout
     assert 1.0 < row["step_rate_hz"] < 6.0  # a trot: each foot touches down a few times a second
+    got_there = row["reward_per_s"]["got_there"]
+    assert row["reward_per_s"]["stalled"] == {} and set(got_there) == {t.name for t in task.rewards}
+    assert got_there["track_lin_vel_xy"] > 1.0 and got_there["fall"] == 0.0  # of 1.5: it walked
 
 
 class StandStill:
@@ -437,6 +441,14 @@ def test_a_robot_that_stands_under_a_forward_command_stalls() -> None:
     assert row["successes"] == 0 and row["falls"] == 0
     assert row["stalls"] == 3 and row["stall_rate"] == 1.0 and row["stall_rate_ci95"][0] > 0.3
     assert math.isnan(row["swing_height_p90_m"]) and row["step_rate_hz"] == 0.0
+    # standing still under 0.5 m/s earns the linear-tracking kernel at a 0.5 m/s error, every second
+    stalled = row["reward_per_s"]["stalled"]
+    assert row["reward_per_s"]["got_there"] == {}
+    kernel = math.exp(-(0.5**2) / TRACKING_SIGMA)
+    assert stalled["track_lin_vel_xy"] == pytest.approx(1.5 * kernel, abs=0.05)
+    assert stalled["track_ang_vel_z"] == pytest.approx(1.0, abs=0.05)
+    report = "\n".join(terrain_report([row]))
+    assert f"| – · {sum(stalled.values()):.2f} |" in report
     # a walk shorter than the look-back is refused, as is a non-positive distance
     with pytest.raises(ValueError, match="stall_s"):
         TerrainEvalConfig(episode_s=1.5, stall_s=2.0)

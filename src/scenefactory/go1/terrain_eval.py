@@ -29,6 +29,9 @@ facing along one of the tile's axes (uniformly one of four, plus a heading offse
 * **Step rate**: touchdowns per foot per second over the tracking windows (a foot in the air after
   one step and on the ground after the next): the gait's cadence. The stride is the speed over it;
   a stride near the stairs' 0.3 m tread lands every foot at the same place on each step.
+* **Reward per second**: the task's reward terms (times their weights) averaged over the steps of
+  the episodes that got there (their tracking windows) and of the stalled ones (the look-back the
+  stall is judged on): whether the reward the policy trained on pays it to climb rather than stop.
 
 Rates carry Wilson 95 % intervals, errors normal 95 % intervals over the episodes that have any
 tracking window.
@@ -164,6 +167,8 @@ class _Walk:
     """(T, N, 4) each foot's height over the ground under it, NaN while it touches the ground [m]."""
     leg_contact: np.ndarray
     """(T, N) whether a thigh or calf touched the ground after each step."""
+    reward: np.ndarray
+    """(T, N, K) each of the task's K reward terms times its weight after each step [1/s]."""
 
     def cols(self, sl: slice) -> _Walk:
         """The robots ``sl`` of every array."""
@@ -186,6 +191,8 @@ def _rollout(
     errors = np.zeros((steps, n, 2))
     swing = np.full((steps, n, 4), np.nan)
     legs = np.zeros((steps, n), dtype=bool)
+    terms = env.cfg.rewards
+    reward = np.zeros((steps, n, len(terms)))
     params = env.teacher_params(policy.params_dim)  # a privileged teacher reads its world's parameters
     obs, _ = env.observations()
     policy.reset()
@@ -198,6 +205,7 @@ def _rollout(
         errors[t, :, 1] = np.abs(s.ang_vel_b[:, 2].numpy() - cmd[:, 2])
         swing[t] = np.where(s.foot_contact.numpy(), np.nan, s.foot_height_m.numpy())
         legs[t] = s.leg_contact.numpy().any(axis=1)
+        reward[t] = np.stack([term.weight * res.terms[term.name].numpy() for term in terms], axis=1)
         going = (fell == steps) & (reached == steps)
         fell[going & res.terminated.numpy()] = t
         along = np.einsum("ni,ni->n", qpos[:, 0:2] - start, direction)
@@ -207,8 +215,9 @@ def _rollout(
         reached[alive & (along >= traverse_m)] = t
         if not ((fell == steps) & (reached == steps)).any():  # every robot got there or fell
             along_t, errors, swing, legs = along_t[: t + 1], errors[: t + 1], swing[: t + 1], legs[: t + 1]
+            reward = reward[: t + 1]
             break
-    return _Walk(reached, fell, farthest, along_t, errors, swing, legs)
+    return _Walk(reached, fell, farthest, along_t, errors, swing, legs, reward)
 
 
 def _cell_row(
@@ -221,6 +230,7 @@ def _cell_row(
     cfg: TerrainEvalConfig,
     traverse_m: float,
     dt: float,
+    terms: tuple[str, ...],
 ) -> dict[str, Any]:
     reached, fell = walk.reached, walk.fell
     steps = walk.errors.shape[0]
@@ -237,7 +247,14 @@ def _cell_row(
     yaw = mean_interval(torch.from_numpy(mean_err[:, 1]))
     lookback = min(round(cfg.stall_s / dt), steps - 1)
     gained = walk.along[-1] - walk.along[steps - 1 - lookback]
-    stalls = int(((reached == fell) & (gained < cfg.stall_m)).sum())  # both == T: went the whole episode
+    stalled = (reached == fell) & (gained < cfg.stall_m)  # both == T: went the whole episode
+    stalls = int(stalled.sum())
+    last = t >= steps - lookback  # (T, 1): the look-back the stall is judged on
+
+    def per_term(mask: np.ndarray) -> dict[str, float]:
+        """Mean weighted reward terms over the (T, e) steps of ``mask`` (none: empty)."""
+        return dict(zip(terms, map(float, walk.reward[mask].mean(axis=0)), strict=True)) if mask.any() else {}
+
     heights = walk.swing_height[window]  # (k, 4) feet of the tracking windows' steps
     heights = heights[~np.isnan(heights)]
     window_steps = int(window.sum())
@@ -273,6 +290,10 @@ def _cell_row(
         if window_steps
         else math.nan,
         "step_rate_hz": float(touchdowns[pairs].sum() / (4 * pair_steps * dt)) if pair_steps else math.nan,
+        "reward_per_s": {
+            "got_there": per_term(window & (reached < fell)[None, :]),
+            "stalled": per_term(last & stalled[None, :]),
+        },
     }
 
 
@@ -300,6 +321,7 @@ def terrain_table(
     first = round(cfg.settle_s / task.dt)
     world = replace(nominal(task), num_envs=n, episode_length_s=cfg.episode_s + 1.0, terrain=terrain)
     world = replace(world, randomization=condition)
+    names = tuple(term.name for term in world.rewards)
     rows = []
     for i, level in enumerate(levels):
         env = Go1Env(world, seed=seed + i)
@@ -314,7 +336,8 @@ def terrain_table(
             for j, v in enumerate(speeds):
                 start = (k * len(speeds) + j) * e
                 sl = slice(start, start + e)
-                row = _cell_row(kind, level, v, terrain, result.cols(sl), first, cfg, traverse, task.dt)
+                walk = result.cols(sl)
+                row = _cell_row(kind, level, v, terrain, walk, first, cfg, traverse, task.dt, names)
                 rows.append(row)
     return rows
 
@@ -334,6 +357,10 @@ def _ci(lo_hi: list[float]) -> str:
     return f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]"
 
 
+def _total(terms: dict[str, float]) -> str:
+    return f"{sum(terms.values()):.2f}" if terms else "–"
+
+
 def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
     """Markdown lines of the terrain table (none when ``rows`` is empty)."""
     if not rows:
@@ -345,8 +372,8 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "| kind | level | parameter | speed m/s | episodes | success [95% CI] | falls [95% CI] "
         "| lin. error m/s [95% CI] | yaw error rad/s [95% CI] | mean distance m | stalls [95% CI] "
-        "| swing height p90 m | leg contact | steps/s per foot |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| swing height p90 m | leg contact | steps/s per foot | reward/s got there · stalled |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -357,6 +384,7 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['lin_vel_error_mps']:.3f} {_ci(r['lin_vel_error_ci95'])} "
             f"| {r['yaw_rate_error_radps']:.3f} {_ci(r['yaw_rate_error_ci95'])} "
             f"| {r['mean_distance_m']:.2f} | {r['stall_rate']:.3f} {_ci(r['stall_rate_ci95'])} "
-            f"| {r['swing_height_p90_m']:.3f} | {r['leg_contact_share']:.2f} | {r['step_rate_hz']:.2f} |"
+            f"| {r['swing_height_p90_m']:.3f} | {r['leg_contact_share']:.2f} | {r['step_rate_hz']:.2f} "
+            f"| {_total(r['reward_per_s']['got_there'])} · {_total(r['reward_per_s']['stalled'])} |"
         )
     return lines
