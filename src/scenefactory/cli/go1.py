@@ -45,6 +45,7 @@ EPISODES = positive(MAX_EPISODES)
 SHARE = FloatRange(0.0, 100.0, what="a share")
 LATENCY_MS = FloatRange(0.0, MAX_LATENCY_MS, what="a latency in ms")
 SCALE = FloatRange(0.0, MAX_SCALE, what="a scale")
+SPACING = FloatRange(0.0, 1.0, low_open=True, what="a height-field spacing in m")
 WEIGHT = FloatRange(-MAX_WEIGHT, MAX_WEIGHT, what="a weight")
 TILE_KINDS = ("random", "slope_up", "slope_down", "stairs_up", "stairs_down", "steps")
 """``go1.config.TERRAIN_KINDS``, spelled out so that ``--help`` loads no Go1 stack (a test checks
@@ -153,7 +154,7 @@ def add_task_parser(command: str, tasks: Any) -> None:
         )
         t.add_argument(
             "--terrain-spacing",
-            type=FloatRange(0.0, 1.0, low_open=True, what="a height-field spacing in m"),
+            type=SPACING,
             default=None,
             metavar="M",
             help="sample spacing of the terrain's height field (default 0.1 m: a 10 cm riser is a 45 "
@@ -307,7 +308,7 @@ def add_task_parser(command: str, tasks: Any) -> None:
             )
             t.add_argument(
                 "--terrain-spacing",
-                type=FloatRange(0.0, 1.0, low_open=True, what="a height-field spacing in m"),
+                type=SPACING,
                 default=None,
                 metavar="M",
                 help="the terrain table's height-field spacing (default: the policy's own; 0.1 m "

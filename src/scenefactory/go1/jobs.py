@@ -380,7 +380,13 @@ def on_physics(
 ) -> Go1Policy | ModelBasedController:
     """``policy`` whose task (from which evaluation and rendering build their worlds) runs on
     ``physics`` instead of what its checkpoint recorded."""
-    task = replace(policy.task_cfg, physics=physics)
+    return _on_task(policy, replace(policy.task_cfg, physics=physics))
+
+
+def _on_task(
+    policy: Go1Policy | ModelBasedController, task: Go1TaskConfig
+) -> Go1Policy | ModelBasedController:
+    """``policy`` acting on ``task`` (a copy of a learned policy; the baseline controller, in place)."""
     if isinstance(policy, Go1Policy):
         return replace(policy, task_cfg=task)
     policy.task_cfg = task
@@ -398,11 +404,7 @@ def on_terrain_spacing(
         terrain = replace(policy.task_cfg.terrain, horizontal_scale_m=spacing_m)
     except ValueError as exc:
         raise UserError(f"eval go1 --terrain-spacing: {exc}") from exc
-    task = replace(policy.task_cfg, terrain=terrain)
-    if isinstance(policy, Go1Policy):
-        return replace(policy, task_cfg=task)
-    policy.task_cfg = task
-    return policy
+    return _on_task(policy, replace(policy.task_cfg, terrain=terrain))
 
 
 def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
