@@ -139,4 +139,6 @@ def test_eval_writes_what_varied(tmp_path: Path, one_torch_thread: None) -> None
         Go1EvalArgs(out=tmp_path / "f", controller="model-based", episodes=1, quick=True, fixed_episodes=True)
     )
     assert fixed["episodes"]["protocol"] == "fixed" and fixed["world"].startswith("nominal robot")
+    assert "flat floor (mu 1.0) for the velocity/push/whole-body tables" in fixed["world"]
+    assert "flat floor for the" in varied["world"] and "terrain" not in varied["world"]
     assert "push tables (fixed protocol)" in (tmp_path / "f" / "report.md").read_text()

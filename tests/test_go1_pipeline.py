@@ -419,6 +419,34 @@ def test_entropy_coef_reaches_ppo_and_is_checked(
     assert "expected an entropy coefficient in [0, 1], got 1.5" in capsys.readouterr().err
 
 
+def _noise(state: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.exp(state["distribution.log_std_param"])
+
+
+def test_action_std_restarts_a_fine_tunes_noise_once(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = trained / "checkpoints" / "latest.pt"
+    before = _noise(load_checkpoint(src)["actor_state_dict"])
+    assert not torch.allclose(before, torch.full_like(before, 0.3), atol=1e-3)
+    spec = replace(tiny_spec(1), init_from=str(src), init_action_std=0.3)
+    t = Go1Trainer(spec, tmp_path / "n", nthread=1)
+    assert torch.allclose(_noise(t.alg.get_policy().state_dict()), torch.full((12,), 0.3))
+    kept = Go1Trainer(replace(spec, init_action_std=None), tmp_path / "k", nthread=1)
+    assert torch.allclose(_noise(kept.alg.get_policy().state_dict()), before)  # unchanged without it
+    t.run()
+    after = _noise(load_checkpoint(tmp_path / "n" / "checkpoints" / "latest.pt")["actor_state_dict"])
+    resumed = Go1Trainer(replace(spec, iterations=2), tmp_path / "n", nthread=1)
+    assert torch.allclose(_noise(resumed.alg.get_policy().state_dict()), after)  # a resume is not reset
+    with pytest.raises(UserError, match="needs --init-from"):
+        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(init_action_std=0.3))
+    with pytest.raises(UserError, match=r"must be in \(0, 2\], got 3"):
+        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(init_from=src, init_action_std=3.0))
+    argv = ["train", "go1", "--init-from", str(src), "--action-std", "0", "--out", str(tmp_path / "t")]
+    assert main(argv) == 2 and not (tmp_path / "t").exists()
+    assert "expected an action standard deviation in (0, 2], got 0" in capsys.readouterr().err
+
+
 def test_shipped_policy_is_small_and_loads() -> None:
     path = go1_jobs.SHIPPED_POLICY
     if not path.exists():

@@ -554,7 +554,8 @@ def test_eval_terrain_spacing_rebuilds_the_tiles_and_is_checked(tmp_path: Path) 
     argv = ["eval", "go1", "--tables", "terrain", "--terrain", "stairs_up", "--level", "3", "--quick"]
     assert main([*argv, "--episodes", "2", "--terrain-spacing", "0.05", "--out", str(out)]) == 0
     result = json.loads((out / "metrics.json").read_text())
-    assert "terrain height field every 0.05 m" in result["world"]
+    assert "terrain height field every 0.05 m for the terrain table" in result["world"]
+    assert "flat floor" not in result["world"]  # no flat-floor table ran
     assert [r["parameter_value"] for r in result["terrain"]] == pytest.approx([0.1, 0.1])
     assert main([*argv, "--terrain-spacing", "0.07", "--out", str(tmp_path / "f")]) == 2  # 8 m tiles
     velocity_only = ["eval", "go1", "--tables", "velocity", "--terrain-spacing", "0.05", "--quick"]

@@ -147,6 +147,15 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "vy +-0.8, yaw +-1.8; Isaac Lab's rough terrain: 1 1 1)",
         )
         t.add_argument(
+            "--action-std",
+            type=FloatRange(0.0, 2.0, low_open=True, what="an action standard deviation"),
+            default=None,
+            metavar="S",
+            help="with --init-from: restart the action noise at this standard deviation (default: "
+            "the checkpoint's; the entropy bonus lets it drift up, and noisy robots fail on terrain "
+            "the mean action crosses)",
+        )
+        t.add_argument(
             "--forward-only",
             action="store_true",
             help="forward-speed commands from 0 up (no walking backward): for a terrain policy judged "
@@ -426,6 +435,7 @@ def train(args: argparse.Namespace) -> int:
         entropy_coef=args.entropy_coef,
         forward_only=args.forward_only,
         terrain_spacing_m=args.terrain_spacing,
+        init_action_std=args.action_std,
     )
     trainer = jobs.train(
         jobs.Go1TrainArgs(

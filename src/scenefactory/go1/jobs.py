@@ -70,7 +70,9 @@ class RecipeOptions:
     ``forward_only``: forward-speed commands never go below 0 (no walking backward; a terrain policy
     judged walking forward up and down the tiles spends no episodes climbing stairs backward);
     ``terrain_spacing_m``: the height field's sample spacing (``None``: the config's 0.1 m, where a
-    riser is a 45° ramp at 10 cm; 0.05 m makes it 72°, nearer a real stair, ``go1.terrain``)."""
+    riser is a 45° ramp at 10 cm; 0.05 m makes it 72°, nearer a real stair, ``go1.terrain``);
+    ``init_action_std``: with ``init_from``, the action noise restarts at this standard deviation
+    (``Go1TrainSpec.init_action_std``)."""
 
     robust: bool = True
     pure_turn_prob: float = 0.0
@@ -95,7 +97,11 @@ class RecipeOptions:
     entropy_coef: float | None = None
     forward_only: bool = False
     terrain_spacing_m: float | None = None
+    init_action_std: float | None = None
 
+
+MAX_ACTION_STD = 2.0
+"""Largest ``--action-std`` (PPO's initial noise is 1.0; the actions are clipped at ±6)."""
 
 DISTILL_ACTION_STD = 0.2
 """Standard deviation of the student's sampled actions while it is distilled (DAgger rollouts)."""
@@ -240,6 +246,11 @@ def train_spec(
         if not 0 <= options.entropy_coef <= 1:
             raise UserError(f"--entropy-coef must be in [0, 1], got {options.entropy_coef}")
         ppo = replace(ppo, entropy_coef=options.entropy_coef)
+    if options.init_action_std is not None:
+        if init is None:
+            raise UserError("--action-std restarts a fine-tune's action noise: it needs --init-from")
+        if not 0 < options.init_action_std <= MAX_ACTION_STD:
+            raise UserError(f"--action-std must be in (0, {MAX_ACTION_STD:g}], got {options.init_action_std}")
     if options.privileged_actor:
         ppo = replace(ppo, actor_obs_groups=("policy", "params"))
     if teacher is not None:
@@ -252,6 +263,7 @@ def train_spec(
         init_from=init,
         teacher=teacher,
         critic_warmup=options.critic_warmup,
+        init_action_std=options.init_action_std,
     )
 
 
@@ -323,6 +335,21 @@ def resolve_checkpoint(checkpoint: Path | None) -> Path:
 
 TABLES = ("velocity", "push", "whole-body", "terrain")
 """The tables ``eval go1`` can run."""
+
+
+def _eval_world(fixed: bool, tables: set[str], on_terrain: bool, task: Go1TaskConfig) -> str:
+    """The report's world line: which ground each table ran on (the flat floor for the velocity,
+    whole-body and push tables; the terrain table's height field), and the shared conditions."""
+    start = "nominal robot" if fixed else "episodes that differ (below)"
+    grounds = []
+    flat = [t for t in TABLES if t in tables and t != "terrain"]
+    if flat:
+        floor = "flat floor (mu 1.0)" if fixed else "flat floor"
+        grounds.append(f"{floor} for the {'/'.join(flat)} table{'s' if len(flat) > 1 else ''}")
+    if on_terrain:
+        spacing = task.terrain.horizontal_scale_m
+        grounds.append(f"terrain height field every {spacing:g} m for the terrain table")
+    return f"{start}, {', '.join(grounds)}, no noise, no random pushes; mean actions"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -444,9 +471,7 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
         terrain = terrain_eval_config(terrain_name, args.levels, policy.task_cfg, episodes, args.quick)
     except ValueError as exc:
         raise UserError(f"eval go1 --terrain/--level: {exc}") from exc
-    world = "nominal robot, flat floor (mu 1.0), no noise, no random pushes; mean actions"
-    if not cfg.fixed_episodes:
-        world = "episodes that differ (below), flat floor, no noise, no random pushes; mean actions"
+    world = _eval_world(cfg.fixed_episodes, tables, terrain is not None, policy.task_cfg)
     if args.controller == "model-based":
         world += "; the model-based trot controller (go1.model_based) through the same actuator path"
     if not cfg.nominal:
@@ -455,8 +480,6 @@ def evaluate(args: Go1EvalArgs) -> dict[str, Any]:
         )
     if policy.params_dim:
         world += f"; a privileged actor, given its world's {policy.params_dim} parameters"
-    if terrain is not None:
-        world += f"; terrain height field every {policy.task_cfg.terrain.horizontal_scale_m:g} m"
     t0 = time.perf_counter()
     tracking = ev.tracking_table(policy.task_cfg, policy, cfg, seed) if "velocity" in tables else []
     pushes = ev.push_table(policy.task_cfg, policy, cfg, seed) if "push" in tables else []

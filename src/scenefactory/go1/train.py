@@ -19,6 +19,7 @@ model_<it>.pt`` and ``checkpoints/latest.pt`` (atomic writes; a crash leaves the
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -131,6 +132,11 @@ class Go1TrainSpec:
     the actor and curriculum; the critic and optimizer start fresh. An actor that gains inputs
     (whole-body commands, the height scan) keeps a critic of the same width; its optimizer starts
     fresh (a short ``critic_warmup`` then ramps the learning rate)."""
+    init_action_std: float | None = None
+    """With ``init_from``: the actor's action noise (its Gaussian's standard deviation, every
+    joint) restarts at this value instead of the saved one (``None``: kept). The noise of a
+    fine-tuned policy drifts up under the entropy bonus; robots that act that noisily fail on
+    terrain their mean action crosses, and the curriculum then keeps them off it."""
     teacher: str | None = None
     """Distil ``ppo``'s actor from this Go1 policy (checkpoint or shipped file) instead of PPO."""
     critic_warmup: int = 0
@@ -149,6 +155,7 @@ def spec_to_dict(spec: Go1TrainSpec) -> dict[str, Any]:
         "iterations": spec.iterations,
         "seed": spec.seed,
         "init_from": spec.init_from,
+        "init_action_std": spec.init_action_std,
         "teacher": spec.teacher,
         "critic_warmup": spec.critic_warmup,
     }
@@ -332,7 +339,22 @@ def load_curriculum(env: Go1Env, data: dict[str, Any]) -> None:
     env.yaw_fraction = float(cur["yaw_fraction"])
 
 
-RESUME_KEYS = ("task", "ppo", "seed", "init_from", "teacher", "critic_warmup")
+def set_action_std(actor: Any, std: float) -> None:
+    """Set an rsl-rl actor's Gaussian action noise to ``std`` on every joint (its learnt parameter,
+    log or scalar form); a ValueError when ``std`` is not positive or the actor has no such noise."""
+    if not std > 0:
+        raise ValueError(f"an action standard deviation must be positive, got {std}")
+    dist: Any = getattr(actor, "distribution", None)
+    with torch.no_grad():
+        if hasattr(dist, "log_std_param"):
+            dist.log_std_param.fill_(math.log(std))
+        elif hasattr(dist, "std_param"):
+            dist.std_param.fill_(std)
+        else:
+            raise ValueError("this actor has no learnt Gaussian action noise to set")
+
+
+RESUME_KEYS = ("task", "ppo", "seed", "init_from", "init_action_std", "teacher", "critic_warmup")
 """What a resumed Go1 run must share with the saved one (``iterations`` may grow)."""
 
 
@@ -461,6 +483,8 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
                     alg.critic.load_state_dict(critic, strict=True)
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path}: networks do not fit this run's PPO config ({exc})") from exc
+        if self.spec.init_action_std is not None:
+            set_action_std(actor, self.spec.init_action_std)
         load_curriculum(self.env, data)
 
     def _resume(self, path: Path) -> None:
@@ -468,7 +492,8 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
         then continue it."""
         data = load_checkpoint(path)
         spec = data.get("spec")
-        saved: dict[str, Any] = {"init_from": None, "teacher": None, "critic_warmup": 0}
+        saved: dict[str, Any] = {"init_from": None, "init_action_std": None, "teacher": None}
+        saved["critic_warmup"] = 0
         saved.update(spec if isinstance(spec, dict) else {})
         if "ppo" in saved:
             try:
