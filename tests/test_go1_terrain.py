@@ -40,6 +40,7 @@ from scenefactory.go1.train import (
     Go1TrainSpec,
     Go1VecEnv,
     actor_obs_dim,
+    carry_terrain_levels,
     go1_ppo_config,
     load_go1_policy,
 )
@@ -500,6 +501,28 @@ def test_training_on_terrain_logs_the_level_resumes_and_fine_tunes_a_flat_policy
     blind_rough = str(tmp_path / "rough" / "checkpoints" / "latest.pt")  # its critic reads the scan
     from_rough = Go1Trainer(tiny_spec(seeing_task, init_from=blind_rough), tmp_path / "seeing2", nthread=1)
     saved_critic = load_checkpoint(blind_rough)["critic_state_dict"]
+    top = load_checkpoint(blind_rough)  # its robots all on the top level
+    top["env_state"]["terrain"]["levels"][:] = SMALL.num_levels - 1
+    torch.save(top, tmp_path / "top.pt")
+    lifted = Go1Trainer(
+        tiny_spec(seeing_task, init_from=str(tmp_path / "top.pt")), tmp_path / "up", nthread=1
+    )
+    cur = lifted.env.curriculum  # the actor's scan leaves the tiles as they were: the levels are carried
+    assert cur is not None and lifted.env.terrain is not None
+    assert lifted.start_note is not None and "carried" in lifted.start_note
+    assert (cur.levels == SMALL.num_levels - 1).all()
+    origins = lifted.env.terrain.origins_m[cur.levels, cur.cols][:, :2]
+    np.testing.assert_allclose(cur.start_xy, origins)  # the robots restarted on their tiles
+    for levels, why in ((torch.zeros(3), "levels of (3,) robots"), (torch.full((8,), 7), "outside 0 … 2")):
+        note = carry_terrain_levels(
+            lifted.env, seeing_task.terrain, {"env_state": {"terrain": {"levels": levels}}}
+        )
+        assert note is not None and why in note and "afresh" in note
+    assert (cur.levels == SMALL.num_levels - 1).all()  # left as they were
+    assert blind.start_note is not None and "flat ground" in blind.start_note
+    moved = replace(seeing_task, terrain=replace(seeing_task.terrain, tile_size_m=6.0))
+    other = Go1Trainer(tiny_spec(moved, init_from=blind_rough), tmp_path / "moved", nthread=1)
+    assert other.start_note is not None and "differs in tile_size_m" in other.start_note
     for k, v in from_rough.alg.critic.state_dict().items():  # kept, though the actor gained the scan
         torch.testing.assert_close(v, saved_critic[k])
     with pytest.raises(UserError, match="height scan"):

@@ -221,7 +221,8 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "--init-from",
             type=Path,
             default=None,
-            help="fine-tune: start from this Go1 training checkpoint (or a distilled student)",
+            help="fine-tune: start from this Go1 training checkpoint (or a distilled student); on the "
+            "same terrain tiles its robots' terrain levels are kept",
         )
         t.add_argument(
             "--rnn",

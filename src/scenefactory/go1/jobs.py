@@ -297,6 +297,8 @@ def train(args: Go1TrainArgs) -> Go1Trainer:
     iterations = args.iterations
     spec = train_spec(args.envs, iterations, args.seed, args.recipe)
     trainer = Go1Trainer(replace(spec, task=replace(spec.task, physics=args.physics)), args.out)
+    if trainer.start_note is not None and trainer.ranks.main:
+        print(f"train go1: {trainer.start_note}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     first = trainer.iteration
 

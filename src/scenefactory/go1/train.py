@@ -131,7 +131,8 @@ class Go1TrainSpec:
     randomization adds a privileged value, terrain the height scan; needs ``critic_warmup``), gives
     the actor and curriculum; the critic and optimizer start fresh. An actor that gains inputs
     (whole-body commands, the height scan) keeps a critic of the same width; its optimizer starts
-    fresh (a short ``critic_warmup`` then ramps the learning rate)."""
+    fresh (a short ``critic_warmup`` then ramps the learning rate). On the same terrain tiles the
+    robots keep the terrain levels the checkpoint's robots reached (:func:`carry_terrain_levels`)."""
     init_action_std: float | None = None
     """With ``init_from``: the actor's action noise (its Gaussian's standard deviation, every
     joint) restarts at this value instead of the saved one (``None``: kept). The noise of a
@@ -339,6 +340,49 @@ def load_curriculum(env: Go1Env, data: dict[str, Any]) -> None:
     env.yaw_fraction = float(cur["yaw_fraction"])
 
 
+LEVEL_FREE_FIELDS = frozenset(
+    {"curriculum", "max_init_level", "height_scan_actor", "scan_size_m", "scan_spacing_m", "scan_clip_m"}
+    | {"scan_noise_m"}
+)
+"""The :class:`TerrainConfig` fields that leave the tiles as they were: a fine-tune that changes only
+these keeps its robots' terrain levels."""
+
+
+def carry_terrain_levels(env: Go1Env, saved: TerrainConfig, data: dict[str, Any]) -> str | None:
+    """A fine-tune's robots take up the terrain levels the checkpoint's robots had reached (its
+    saved ``env_state.terrain.levels``, robot for robot: columns are dealt out by robot index) when
+    the tiles are the same (every :class:`TerrainConfig` field but :data:`LEVEL_FREE_FIELDS`) and
+    the robot count too, so that a fine-tune does not spend its first hundred iterations climbing
+    back from the initial levels. The robots restart on their tiles (their episodes' randomized
+    starting steps kept). A data-parallel checkpoint's rank-0 levels go to every rank. The line
+    saying what was done (``None`` off terrain)."""
+    cur, terrain = env.curriculum, env.cfg.terrain
+    if cur is None:
+        return None
+    differ = sorted(
+        f for f in asdict(terrain) if f not in LEVEL_FREE_FIELDS and getattr(saved, f) != getattr(terrain, f)
+    )
+    env_state = data.get("env_state")
+    saved_terrain = env_state.get("terrain") if isinstance(env_state, dict) else None
+    levels = saved_terrain.get("levels") if isinstance(saved_terrain, dict) else None
+    fresh = f"terrain levels start afresh (0 … {terrain.max_init_level})"
+    if saved.kind == "flat":
+        return f"{fresh}: the checkpoint trained on flat ground"
+    if differ:
+        return f"{fresh}: the checkpoint's terrain differs in {', '.join(differ)}"
+    if not isinstance(levels, torch.Tensor) or tuple(levels.shape) != cur.levels.shape:
+        got = tuple(levels.shape) if isinstance(levels, torch.Tensor) else "none"
+        return f"{fresh}: the checkpoint saved levels of {got} robots, this run has {cur.levels.shape[0]}"
+    values = levels.numpy().astype(np.int64)
+    if values.min(initial=0) < 0 or values.max(initial=0) >= cur.num_levels:
+        return f"{fresh}: the checkpoint's levels are outside 0 … {cur.num_levels - 1}"
+    cur.levels[...] = values
+    steps = env.step_count.copy()
+    env.reset(np.arange(env.num_envs))
+    env.step_count[...] = steps
+    return f"terrain levels carried from the checkpoint (mean {cur.mean_level:.2f})"
+
+
 def set_action_std(actor: Any, std: float) -> None:
     """Set an rsl-rl actor's Gaussian action noise to ``std`` on every joint (its learnt parameter,
     log or scalar form); a ValueError when ``std`` is not positive or the actor has no such noise."""
@@ -396,6 +440,8 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
         super().__init__(settings, env, vec, alg, Go1Hooks(env, vec, spec, ranks), out_dir, ranks)
         self.env: Go1Env = env
         self.vec: Go1VecEnv = vec
+        self.start_note: str | None = None
+        """What a fine-tune kept of its checkpoint's terrain levels (:func:`carry_terrain_levels`)."""
         latest = resume_path(self.out)
         if latest is not None:
             self._resume(latest)
@@ -486,6 +532,7 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
         if self.spec.init_action_std is not None:
             set_action_std(actor, self.spec.init_action_std)
         load_curriculum(self.env, data)
+        self.start_note = carry_terrain_levels(self.env, saved_task.terrain, data)
 
     def _resume(self, path: Path) -> None:
         """Check the saved run is this one (its spec, with fields added since at their defaults),
