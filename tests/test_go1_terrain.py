@@ -520,9 +520,9 @@ def test_training_on_terrain_logs_the_level_resumes_and_fine_tunes_a_flat_policy
         assert note is not None and why in note and "afresh" in note
     assert (cur.levels == SMALL.num_levels - 1).all()  # left as they were
     assert blind.start_note is not None and "flat ground" in blind.start_note
-    moved = replace(seeing_task, terrain=replace(seeing_task.terrain, tile_size_m=6.0))
+    moved = replace(seeing_task, terrain=replace(seeing_task.terrain, tile_size_m=6.0, max_init_level=1))
     other = Go1Trainer(tiny_spec(moved, init_from=blind_rough), tmp_path / "moved", nthread=1)
-    assert other.start_note is not None and "differs in tile_size_m" in other.start_note
+    assert other.start_note is not None and "differs in max_init_level, tile_size_m" in other.start_note
     for k, v in from_rough.alg.critic.state_dict().items():  # kept, though the actor gained the scan
         torch.testing.assert_close(v, saved_critic[k])
     with pytest.raises(UserError, match="height scan"):

@@ -341,11 +341,10 @@ def load_curriculum(env: Go1Env, data: dict[str, Any]) -> None:
 
 
 LEVEL_FREE_FIELDS = frozenset(
-    {"curriculum", "max_init_level", "height_scan_actor", "scan_size_m", "scan_spacing_m", "scan_clip_m"}
-    | {"scan_noise_m"}
+    {"height_scan_actor", "scan_size_m", "scan_spacing_m", "scan_clip_m", "scan_noise_m"}
 )
-"""The :class:`TerrainConfig` fields that leave the tiles as they were: a fine-tune that changes only
-these keeps its robots' terrain levels."""
+"""The :class:`TerrainConfig` fields (the height scan's) that leave the tiles and the curriculum as
+they were: a fine-tune that changes only these keeps its robots' terrain levels."""
 
 
 def carry_terrain_levels(env: Go1Env, saved: TerrainConfig, data: dict[str, Any]) -> str | None:
