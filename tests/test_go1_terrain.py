@@ -34,7 +34,14 @@ from scenefactory.go1.env import Go1Env
 from scenefactory.go1.jobs import SHIPPED_POLICY, Go1ExportArgs, export, terrain_progress
 from scenefactory.go1.observations import CRITIC_DIM, FRAME_DIM
 from scenefactory.go1.rewards import TRACKING_SIGMA
-from scenefactory.go1.terrain_eval import TerrainEvalConfig, terrain_report, terrain_table
+from scenefactory.go1.terrain_eval import (
+    TerrainEvalConfig,
+    _cell_row,
+    _Walk,
+    swings,
+    terrain_report,
+    terrain_table,
+)
 from scenefactory.go1.train import (
     Go1Trainer,
     Go1TrainSpec,
@@ -414,11 +421,51 @@ def test_terrain_table_of_the_shipped_policy_on_gentle_ground() -> None:
     assert row["successes"] == 3 and row["falls"] == 0 and row["stalls"] == 0
     assert row["lin_vel_error_mps"] < 0.3 and row["mean_distance_m"] == pytest.approx(1.0)
     assert 0.01 < row["swing_height_p90_m"] < 0.2  # the flat policy lifts its feet about 2 cm
+    assert 0.003 < row["swing_apex_p50_m"] < 0.2 and row["swings"] > 12 and row["held_foot_rate"] == 0.0
     assert row["leg_contact_share"] == 0.0  # on its feet throughout
     assert 1.0 < row["step_rate_hz"] < 6.0  # a trot: each foot touches down a few times a second
     got_there = row["reward_per_s"]["got_there"]
     assert row["reward_per_s"]["stalled"] == {} and set(got_there) == {t.name for t in task.rewards}
     assert got_there["track_lin_vel_xy"] > 1.0 and got_there["fall"] == 0.0  # of 1.5: it walked
+
+
+def test_swing_apexes_count_each_swing_once_and_a_foot_held_up_is_named() -> None:
+    """``swings`` splits each foot's heights at its touchdowns; the cell row's swing apex counts each
+    swing once, where the swing-height percentile weighs a foot held up at every step it is held."""
+    nan = math.nan
+    h = np.array([[nan, 0.1, 0.3, nan, 0.2, 0.2], [0.05, nan, nan, nan, nan, 0.4]]).T[:, :, None]
+    apex, length, episode = swings(h)  # (6 steps, 2 episodes, 1 foot)
+    np.testing.assert_allclose(apex, [0.3, 0.2, 0.05, 0.4])
+    assert length.tolist() == [2, 2, 1, 1] and episode.tolist() == [0, 0, 1, 1]
+    assert [a.size for a in swings(np.full((3, 2, 4), nan))] == [0, 0, 0]
+    # 2 s at 50 Hz: robot 0 trots (diagonal pairs 0.1 s up, 0.1 s down, 10 cm high); robot 1 stands
+    # on three legs with its front-right foot 20 cm up all along
+    steps, dt = 100, 0.02
+    up = np.arange(steps) % 10 < 5
+    swing = np.full((steps, 2, 4), nan)
+    swing[up, 0, 0] = swing[up, 0, 3] = swing[~up, 0, 1] = swing[~up, 0, 2] = 0.1
+    swing[:, 1, 0] = 0.2
+    walk = _Walk(
+        reached=np.full(2, steps),
+        fell=np.full(2, steps),
+        farthest=np.zeros(2),
+        along=np.zeros((steps, 2)),
+        errors=np.zeros((steps, 2, 2)),
+        swing_height=swing,
+        leg_contact=np.zeros((steps, 2), dtype=bool),
+        reward=np.zeros((steps, 2, 0)),
+    )
+    cfg = TerrainEvalConfig(kinds=("random",), episode_s=2.0)
+    row = _cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())
+    assert row["stalls"] == 2 and row["held_foot_rate"] == 0.5
+    assert row["swings"] == 41  # 4 feet × 10 swings of the trot, one held
+    assert row["swing_apex_p50_m"] == pytest.approx(0.1)  # the trot's swings
+    assert row["swing_height_p90_m"] == pytest.approx(0.2)  # a third of the airborne samples held
+    # a second held is enough: the same foot down after 1 s (50 steps) is still held, 0.98 s is not
+    swing[50:, 1, 0] = nan
+    assert _cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())["held_foot_rate"] == 0.5
+    swing[49:, 1, 0] = nan
+    assert _cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())["held_foot_rate"] == 0.0
 
 
 class StandStill:
@@ -442,6 +489,7 @@ def test_a_robot_that_stands_under_a_forward_command_stalls() -> None:
     assert row["successes"] == 0 and row["falls"] == 0
     assert row["stalls"] == 3 and row["stall_rate"] == 1.0 and row["stall_rate_ci95"][0] > 0.3
     assert math.isnan(row["swing_height_p90_m"]) and row["step_rate_hz"] == 0.0
+    assert row["swings"] == 0 and math.isnan(row["swing_apex_p50_m"]) and row["held_foot_rate"] == 0.0
     # standing still under 0.5 m/s earns the linear-tracking kernel at a 0.5 m/s error, every second
     stalled = row["reward_per_s"]["stalled"]
     assert row["reward_per_s"]["got_there"] == {}

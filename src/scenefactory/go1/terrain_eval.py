@@ -23,7 +23,14 @@ facing along one of the tile's axes (uniformly one of four, plus a heading offse
   one still walking slowly.
 * **Swing height**: the 90th percentile of the heights of the feet off the ground over the ground
   under them, over every step of the tracking windows — what the gait lifts its feet to, beside
-  the step height it has to clear.
+  the step height it has to clear. A foot held up for seconds (a stalled robot standing on three
+  legs) weighs in at every step it is held, so beside it:
+* **Swing apex**: the median over swings (each foot's runs of consecutive steps off the ground in
+  the tracking windows) of each swing's highest point over the ground under the foot: what a
+  step lifts the foot to, each swing counted once however long it lasts.
+* **Held foot**: the share of episodes in which some foot stayed off the ground for at least
+  :data:`HELD_FOOT_S` at once (a trot's swing lasts a few tenths of a second): a robot stopped with
+  a foot raised.
 * **Leg contact**: the share of the tracking windows' steps with a thigh or calf on the ground
   (a shin on a stair's edge, the knee on a block).
 * **Step rate**: touchdowns per foot per second over the tracking windows (a foot in the air after
@@ -56,6 +63,8 @@ if TYPE_CHECKING:
 
 HEADING_JITTER_RAD = 0.1
 """Half-width of the uniform offset of each robot's start heading from the tile's axis."""
+HELD_FOOT_S = 1.0
+"""A swing at least this long is a *held foot* (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +229,27 @@ def _rollout(
     return _Walk(reached, fell, farthest, along_t, errors, swing, legs, reward)
 
 
+def swings(heights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every swing in ``heights`` (T, E, F): a foot's heights over time, NaN on the ground (or
+    outside the steps looked at); a swing is a run of consecutive non-NaN steps of one (episode,
+    foot) series. Returns each swing's (S,) apex [m], (S,) length [steps] and (S,) episode index,
+    in the order of their series (episode-major, then foot) and start."""
+    steps, episodes, feet = heights.shape
+    h = heights.reshape(steps, episodes * feet)
+    air = ~np.isnan(h)
+    starts = air & ~np.vstack([np.zeros((1, h.shape[1]), dtype=bool), air[:-1]])
+    number = np.cumsum(starts, axis=0) - 1  # (T, E·F) the swing's index within its series
+    offset = np.concatenate([[0], np.cumsum(starts.sum(axis=0))[:-1]])  # swings of earlier series
+    ids = (number + offset[None, :]).T[air.T]  # series-major order of the air steps
+    values = h.T[air.T]
+    count = int(starts.sum())
+    apex = np.full(count, -np.inf)
+    np.maximum.at(apex, ids, values)
+    length = np.bincount(ids, minlength=count)
+    series_of_swing = np.repeat(np.arange(h.shape[1]), starts.sum(axis=0))
+    return apex, length, series_of_swing // feet
+
+
 def _cell_row(
     kind: str,
     level: int,
@@ -257,6 +287,9 @@ def _cell_row(
 
     heights = walk.swing_height[window]  # (k, 4) feet of the tracking windows' steps
     heights = heights[~np.isnan(heights)]
+    apex, length, episode_of = swings(np.where(window[..., None], walk.swing_height, np.nan))
+    held = np.zeros(e, dtype=bool)
+    held[episode_of[length * dt >= HELD_FOOT_S - 1e-9]] = True
     window_steps = int(window.sum())
     air = ~np.isnan(walk.swing_height)  # (T, e, 4)
     touchdowns = air[:-1] & ~air[1:]  # (T − 1, e, 4): in the air at t, on the ground at t + 1
@@ -286,6 +319,9 @@ def _cell_row(
         "stall_rate": stalls / e,
         "stall_rate_ci95": list(wilson_interval(stalls, e)),
         "swing_height_p90_m": float(np.percentile(heights, 90)) if heights.size else math.nan,
+        "swing_apex_p50_m": float(np.median(apex)) if apex.size else math.nan,
+        "swings": int(apex.size),
+        "held_foot_rate": float(held.mean()),
         "leg_contact_share": float(walk.leg_contact[window].sum() / window_steps)
         if window_steps
         else math.nan,
@@ -372,8 +408,9 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "| kind | level | parameter | speed m/s | episodes | success [95% CI] | falls [95% CI] "
         "| lin. error m/s [95% CI] | yaw error rad/s [95% CI] | mean distance m | stalls [95% CI] "
-        "| swing height p90 m | leg contact | steps/s per foot | reward/s got there · stalled |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| swing height p90 m | swing apex p50 m | held foot | leg contact | steps/s per foot "
+        "| reward/s got there · stalled |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -384,7 +421,8 @@ def terrain_report(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['lin_vel_error_mps']:.3f} {_ci(r['lin_vel_error_ci95'])} "
             f"| {r['yaw_rate_error_radps']:.3f} {_ci(r['yaw_rate_error_ci95'])} "
             f"| {r['mean_distance_m']:.2f} | {r['stall_rate']:.3f} {_ci(r['stall_rate_ci95'])} "
-            f"| {r['swing_height_p90_m']:.3f} | {r['leg_contact_share']:.2f} | {r['step_rate_hz']:.2f} "
+            f"| {r['swing_height_p90_m']:.3f} | {r['swing_apex_p50_m']:.3f} | {r['held_foot_rate']:.2f} "
+            f"| {r['leg_contact_share']:.2f} | {r['step_rate_hz']:.2f} "
             f"| {_total(r['reward_per_s']['got_there'])} · {_total(r['reward_per_s']['stalled'])} |"
         )
     return lines
