@@ -312,6 +312,14 @@ def test_command_limits_narrow_the_ranges(tmp_path: Path) -> None:
         0.0,
         2.0,
     )
+    fast = go1_jobs.train_spec(16, 3, 0, replace(opts, min_forward_mps=0.5)).task.commands
+    assert (fast.vx_mps, fast.vy_mps) == ((0.5, 1.0), (-0.8, 0.8))  # without --forward-only too
+    with pytest.raises(
+        UserError, match=r"--min-forward-speed 1 must be below the forward-speed limit \(1 m/s\)"
+    ):
+        go1_jobs.train_spec(16, 3, 0, replace(opts, min_forward_mps=1.0))
+    argv = ["train", "go1", "--min-forward-speed", "-0.5", "--out", str(tmp_path / "m")]
+    assert main(argv) == 2 and not (tmp_path / "m").exists()
 
 
 def test_terrain_spacing_reaches_the_grid_and_is_checked(

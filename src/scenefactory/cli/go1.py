@@ -162,6 +162,14 @@ def add_task_parser(command: str, tasks: Any) -> None:
             "walking forward, which then never trains climbing stairs backward",
         )
         t.add_argument(
+            "--min-forward-speed",
+            type=FloatRange(0.0, 10.0, what="a forward speed in m/s"),
+            default=None,
+            metavar="VX",
+            help="forward-speed commands from VX up (implies --forward-only): more training at the "
+            "speeds a policy is judged at; standing commands are still drawn",
+        )
+        t.add_argument(
             "--terrain-spacing",
             type=SPACING,
             default=None,
@@ -435,6 +443,7 @@ def train(args: argparse.Namespace) -> int:
         terrain_proportions=None if args.terrain_proportions is None else tuple(args.terrain_proportions),
         entropy_coef=args.entropy_coef,
         forward_only=args.forward_only,
+        min_forward_mps=args.min_forward_speed,
         terrain_spacing_m=args.terrain_spacing,
         init_action_std=args.action_std,
     )

@@ -69,6 +69,8 @@ class RecipeOptions:
     0 lets the action noise shrink, a polishing stage for a policy judged by its mean action);
     ``forward_only``: forward-speed commands never go below 0 (no walking backward; a terrain policy
     judged walking forward up and down the tiles spends no episodes climbing stairs backward);
+    ``min_forward_mps``: forward-speed commands never go below this (implies ``forward_only``; more
+    of the training at the speeds a policy is judged at, the rest of the range untrained);
     ``terrain_spacing_m``: the height field's sample spacing (``None``: the config's 0.1 m, where a
     riser is a 45° ramp at 10 cm; 0.05 m makes it 72°, nearer a real stair, ``go1.terrain``);
     ``init_action_std``: with ``init_from``, the action noise restarts at this standard deviation
@@ -96,6 +98,7 @@ class RecipeOptions:
     terrain_proportions: tuple[tuple[str, float], ...] | None = None
     entropy_coef: float | None = None
     forward_only: bool = False
+    min_forward_mps: float | None = None
     terrain_spacing_m: float | None = None
     init_action_std: float | None = None
 
@@ -126,28 +129,38 @@ def _reweighted(
 
 
 def _limited(
-    commands: CommandConfig, limits: tuple[float, float, float] | None, *, forward_only: bool = False
+    commands: CommandConfig,
+    limits: tuple[float, float, float] | None,
+    *,
+    forward_only: bool = False,
+    min_forward_mps: float | None = None,
 ) -> CommandConfig:
-    """``commands`` with each range cut to ``±limit`` (vx, vy [m/s], yaw rate [rad/s]) and, if
-    ``forward_only``, the forward speed's lower bound raised to 0."""
-    if forward_only:
-        commands = replace(commands, vx_mps=(max(commands.vx_mps[0], 0.0), commands.vx_mps[1]))
-    if limits is None:
-        return commands
-    if not all(x > 0 for x in limits):
-        got = " ".join(f"{x:g}" for x in limits)
-        raise UserError(f"--command-limits VX VY YAW must be positive, got {got}")
-    vx, vy, yaw = limits
+    """``commands`` with each range cut to ``±limit`` (vx, vy [m/s], yaw rate [rad/s]) and the
+    forward speed's lower bound raised to ``min_forward_mps`` (0 with ``forward_only``)."""
+    floor = min_forward_mps if min_forward_mps is not None else 0.0 if forward_only else None
+    if floor is not None:
+        commands = replace(commands, vx_mps=(max(commands.vx_mps[0], floor), commands.vx_mps[1]))
+    if limits is not None:
+        if not all(x > 0 for x in limits):
+            got = " ".join(f"{x:g}" for x in limits)
+            raise UserError(f"--command-limits VX VY YAW must be positive, got {got}")
+        vx, vy, yaw = limits
 
-    def cut(pair: tuple[float, float], x: float) -> tuple[float, float]:
-        return (max(pair[0], -x), min(pair[1], x))
+        def cut(pair: tuple[float, float], x: float) -> tuple[float, float]:
+            return (max(pair[0], -x), min(pair[1], x))
 
-    return replace(
-        commands,
-        vx_mps=cut(commands.vx_mps, vx),
-        vy_mps=cut(commands.vy_mps, vy),
-        yaw_radps=cut(commands.yaw_radps, yaw),
-    )
+        commands = replace(
+            commands,
+            vx_mps=cut(commands.vx_mps, vx),
+            vy_mps=cut(commands.vy_mps, vy),
+            yaw_radps=cut(commands.yaw_radps, yaw),
+        )
+    lo, hi = commands.vx_mps
+    if min_forward_mps is not None and not lo < hi:
+        raise UserError(
+            f"--min-forward-speed {min_forward_mps:g} must be below the forward-speed limit ({hi:g} m/s)"
+        )
+    return commands
 
 
 def train_spec(
@@ -216,6 +229,7 @@ def train_spec(
             replace(base.commands, pure_turn_prob=options.pure_turn_prob, heading_prob=options.heading_prob),
             options.command_limits,
             forward_only=options.forward_only,
+            min_forward_mps=options.min_forward_mps,
         ),
         randomization=rnd,
         rewards=_reweighted(rewards, options.reward_weights),
