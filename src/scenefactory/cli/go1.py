@@ -167,7 +167,8 @@ def add_task_parser(command: str, tasks: Any) -> None:
             default=None,
             metavar="VX",
             help="forward-speed commands from VX up (implies --forward-only): more training at the "
-            "speeds a policy is judged at; standing commands are still drawn",
+            "speeds a policy is judged at; standing commands are still drawn, and the command "
+            "curriculum scales VX by its fraction until that reaches 1",
         )
         t.add_argument(
             "--terrain-spacing",

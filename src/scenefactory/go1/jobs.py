@@ -69,8 +69,10 @@ class RecipeOptions:
     0 lets the action noise shrink, a polishing stage for a policy judged by its mean action);
     ``forward_only``: forward-speed commands never go below 0 (no walking backward; a terrain policy
     judged walking forward up and down the tiles spends no episodes climbing stairs backward);
-    ``min_forward_mps``: forward-speed commands never go below this (implies ``forward_only``; more
-    of the training at the speeds a policy is judged at, the rest of the range untrained);
+    ``min_forward_mps``: the forward-speed range's lower bound (implies ``forward_only``; more of
+    the training at the speeds a policy is judged at, the rest of the range untrained; the command
+    curriculum scales both bounds by its fraction, so a fresh run starts below it, a fine-tune
+    whose fraction is already 1 does not);
     ``terrain_spacing_m``: the height field's sample spacing (``None``: the config's 0.1 m, where a
     riser is a 45° ramp at 10 cm; 0.05 m makes it 72°, nearer a real stair, ``go1.terrain``);
     ``init_action_std``: with ``init_from``, the action noise restarts at this standard deviation
