@@ -318,6 +318,14 @@ def test_command_limits_narrow_the_ranges(tmp_path: Path) -> None:
         UserError, match=r"--min-forward-speed 1 must be below the forward-speed limit \(1 m/s\)"
     ):
         go1_jobs.train_spec(16, 3, 0, replace(opts, min_forward_mps=1.0))
+    with pytest.raises(
+        UserError, match=r"--min-forward-speed 1.5 must be below the forward-speed limit \(1 m/s\)"
+    ):
+        go1_jobs.train_spec(16, 3, 0, replace(opts, min_forward_mps=1.5))  # past the cut limit
+    with pytest.raises(
+        UserError, match=r"--min-forward-speed 3 must be below the forward-speed limit \(2 m/s\)"
+    ):
+        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(min_forward_mps=3.0))  # past the default
     argv = ["train", "go1", "--min-forward-speed", "-0.5", "--out", str(tmp_path / "m")]
     assert main(argv) == 2 and not (tmp_path / "m").exists()
 

@@ -139,9 +139,6 @@ def _limited(
 ) -> CommandConfig:
     """``commands`` with each range cut to ``±limit`` (vx, vy [m/s], yaw rate [rad/s]) and the
     forward speed's lower bound raised to ``min_forward_mps`` (0 with ``forward_only``)."""
-    floor = min_forward_mps if min_forward_mps is not None else 0.0 if forward_only else None
-    if floor is not None:
-        commands = replace(commands, vx_mps=(max(commands.vx_mps[0], floor), commands.vx_mps[1]))
     if limits is not None:
         if not all(x > 0 for x in limits):
             got = " ".join(f"{x:g}" for x in limits)
@@ -158,10 +155,13 @@ def _limited(
             yaw_radps=cut(commands.yaw_radps, yaw),
         )
     lo, hi = commands.vx_mps
-    if min_forward_mps is not None and not lo < hi:
+    if min_forward_mps is not None and not min_forward_mps < hi:
         raise UserError(
             f"--min-forward-speed {min_forward_mps:g} must be below the forward-speed limit ({hi:g} m/s)"
         )
+    floor = min_forward_mps if min_forward_mps is not None else 0.0 if forward_only else None
+    if floor is not None:
+        commands = replace(commands, vx_mps=(max(lo, floor), hi))
     return commands
 
 
