@@ -36,8 +36,8 @@ from scenefactory.go1.observations import CRITIC_DIM, FRAME_DIM
 from scenefactory.go1.rewards import TRACKING_SIGMA
 from scenefactory.go1.terrain_eval import (
     TerrainEvalConfig,
-    _cell_row,
-    _Walk,
+    Walk,
+    cell_row,
     swings,
     terrain_report,
     terrain_table,
@@ -445,7 +445,7 @@ def test_swing_apexes_count_each_swing_once_and_a_foot_held_up_is_named() -> Non
     swing = np.full((steps, 2, 4), nan)
     swing[up, 0, 0] = swing[up, 0, 3] = swing[~up, 0, 1] = swing[~up, 0, 2] = 0.1
     swing[:, 1, 0] = 0.2
-    walk = _Walk(
+    walk = Walk(
         reached=np.full(2, steps),
         fell=np.full(2, steps),
         farthest=np.zeros(2),
@@ -456,16 +456,16 @@ def test_swing_apexes_count_each_swing_once_and_a_foot_held_up_is_named() -> Non
         reward=np.zeros((steps, 2, 0)),
     )
     cfg = TerrainEvalConfig(kinds=("random",), episode_s=2.0)
-    row = _cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())
+    row = cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())
     assert row["stalls"] == 2 and row["held_foot_rate"] == 0.5
     assert row["swings"] == 41  # 4 feet × 10 swings of the trot, one held
     assert row["swing_apex_p50_m"] == pytest.approx(0.1)  # the trot's swings
     assert row["swing_height_p90_m"] == pytest.approx(0.2)  # a third of the airborne samples held
     # a second held is enough: the same foot down after 1 s (50 steps) is still held, 0.98 s is not
     swing[50:, 1, 0] = nan
-    assert _cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())["held_foot_rate"] == 0.5
+    assert cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())["held_foot_rate"] == 0.5
     swing[49:, 1, 0] = nan
-    assert _cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())["held_foot_rate"] == 0.0
+    assert cell_row("random", 0, 0.5, SMALL, walk, 0, cfg, 3.5, dt, ())["held_foot_rate"] == 0.0
 
 
 class StandStill:

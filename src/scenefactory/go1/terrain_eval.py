@@ -159,7 +159,7 @@ def start_on_tiles(env: Go1Env, level: int, cols: np.ndarray, heading: np.ndarra
 
 
 @dataclass(frozen=True)
-class _Walk:
+class Walk:
     """What :func:`_rollout` records of ``N`` robots over ``T`` steps."""
 
     reached: np.ndarray
@@ -179,16 +179,16 @@ class _Walk:
     reward: np.ndarray
     """(T, N, K) each of the task's K reward terms times its weight after each step [1/s]."""
 
-    def cols(self, sl: slice) -> _Walk:
+    def cols(self, sl: slice) -> Walk:
         """The robots ``sl`` of every array."""
-        return _Walk(*(a[sl] if a.ndim == 1 else a[:, sl] for a in vars(self).values()))
+        return Walk(*(a[sl] if a.ndim == 1 else a[:, sl] for a in vars(self).values()))
 
 
 def _rollout(
     env: Go1Env, policy: Policy, heading: np.ndarray, cmd: np.ndarray, steps: int, traverse_m: float
-) -> _Walk:
+) -> Walk:
     """Roll ``steps`` steps (fewer when every robot got ``traverse_m`` along ``heading`` (N,) or
-    fell), recording :class:`_Walk`."""
+    fell), recording :class:`Walk`."""
     n = env.num_envs
     qpos = env.sim.bind("qpos")
     start = qpos[:, 0:2].copy()
@@ -226,7 +226,7 @@ def _rollout(
             along_t, errors, swing, legs = along_t[: t + 1], errors[: t + 1], swing[: t + 1], legs[: t + 1]
             reward = reward[: t + 1]
             break
-    return _Walk(reached, fell, farthest, along_t, errors, swing, legs, reward)
+    return Walk(reached, fell, farthest, along_t, errors, swing, legs, reward)
 
 
 def swings(heights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -239,29 +239,35 @@ def swings(heights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     air = ~np.isnan(h)
     starts = air & ~np.vstack([np.zeros((1, h.shape[1]), dtype=bool), air[:-1]])
     number = np.cumsum(starts, axis=0) - 1  # (T, E·F) the swing's index within its series
-    offset = np.concatenate([[0], np.cumsum(starts.sum(axis=0))[:-1]])  # swings of earlier series
+    per_series = starts.sum(axis=0)  # (E·F,) swings of each series
+    offset = np.concatenate([[0], np.cumsum(per_series)[:-1]])  # swings of earlier series
     ids = (number + offset[None, :]).T[air.T]  # series-major order of the air steps
     values = h.T[air.T]
-    count = int(starts.sum())
+    count = int(per_series.sum())
     apex = np.full(count, -np.inf)
     np.maximum.at(apex, ids, values)
     length = np.bincount(ids, minlength=count)
-    series_of_swing = np.repeat(np.arange(h.shape[1]), starts.sum(axis=0))
+    series_of_swing = np.repeat(np.arange(h.shape[1]), per_series)
     return apex, length, series_of_swing // feet
 
 
-def _cell_row(
+def cell_row(
     kind: str,
     level: int,
     speed: float,
     terrain: TerrainConfig,
-    walk: _Walk,
+    walk: Walk,
     first: int,
     cfg: TerrainEvalConfig,
     traverse_m: float,
     dt: float,
     terms: tuple[str, ...],
 ) -> dict[str, Any]:
+    """The table row of one cell (``kind`` at ``level``, commanded ``speed`` [m/s]) from its
+    robots' :class:`Walk`: success, falls and stalls with Wilson intervals, tracking errors over
+    the steps from ``first`` until each robot got ``traverse_m`` along or fell, swing heights,
+    held feet, leg contact, step rate and the mean of the reward ``terms`` of the climbers and
+    the stalled robots (``dt``: the policy step [s])."""
     reached, fell = walk.reached, walk.fell
     steps = walk.errors.shape[0]
     e = reached.size
@@ -373,7 +379,7 @@ def terrain_table(
                 start = (k * len(speeds) + j) * e
                 sl = slice(start, start + e)
                 walk = result.cols(sl)
-                row = _cell_row(kind, level, v, terrain, walk, first, cfg, traverse, task.dt, names)
+                row = cell_row(kind, level, v, terrain, walk, first, cfg, traverse, task.dt, names)
                 rows.append(row)
     return rows
 
