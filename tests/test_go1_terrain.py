@@ -339,6 +339,18 @@ def test_observations_carry_the_scan_for_the_critic_and_optionally_the_actor() -
     assert actor.shape == (3, actor_obs_dim(seeing.cfg)) == (3, 3 * FRAME_DIM + 187)
     torch.testing.assert_close(actor[:, -187:], critic[:, -187:])  # nominal task: no scan noise
     assert float(critic[:, -187:].abs().max()) < 0.2  # standing on the start platforms
+    ids = np.array([2, 0])
+    np.testing.assert_array_equal(seeing.height_scan(ids), seeing.height_scan()[ids])
+    # a step computes the scan once for both; robot 1 times out and restarts inside the first
+    seeing.step_count[1] = seeing.cfg.max_steps - 1
+    timed_out = []
+    for _ in range(3):
+        out = seeing.step(torch.full((3, 12), 0.3))
+        timed_out.append(bool(out.time_out[1]))
+        scan = out.critic_obs[:, -187:]
+        torch.testing.assert_close(out.actor_obs[:, -187:], scan)
+        torch.testing.assert_close(scan, torch.as_tensor(seeing.height_scan(), dtype=torch.float32))
+    assert timed_out == [True, False, False] and int(seeing.step_count[1]) == 2
 
 
 def test_env_state_round_trip_keeps_levels_and_refuses_a_flat_state() -> None:

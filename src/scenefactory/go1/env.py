@@ -390,13 +390,15 @@ class Go1Env:
             "trunk_touch": sd[:, ix.trunk_touch] > 0.0,
         }
 
-    def observations(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(actor (N, history·45), critic (N, 73)) for the current state."""
+    def observations(self, clean_scan: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actor (N, history·45), critic (N, 73)) for the current state; ``clean_scan`` (N, P) is
+        this state's ``height_scan()`` when the caller has it already (computed here otherwise)."""
         arrays = self._read_state_arrays()
         actor = _t(self._history.reshape(self.num_envs, -1))
         critic = _t(obs_terms.critic_obs(arrays, self.randomizer.privileged()))
         if self.cfg.terrain.scans:  # the height scan last: the critic's, and the actor's when it reads one
-            critic = torch.cat([critic, _t(self.height_scan())], dim=1)
+            clean = self.height_scan() if clean_scan is None else clean_scan
+            critic = torch.cat([critic, _t(clean)], dim=1)
             actor = torch.cat([actor, _t(self._actor_scan)], dim=1)
         return actor, critic
 
@@ -428,20 +430,23 @@ class Go1Env:
         vel_w = feet_velocity_in_world(self._qpos[:, 0:7], self._qvel[:, 0:6], q, qd)
         return feet_w[..., 2] - go1.FOOT_RADIUS_M - ground, np.linalg.norm(vel_w[..., 0:2], axis=-1)
 
-    def height_scan(self) -> np.ndarray:
+    def height_scan(self, ids: np.ndarray | None = None) -> np.ndarray:
         """(N, P) the clean height scan: base height above the ground at each point of
-        ``terrain.scan_points_b`` (yaw-aligned) minus the nominal trunk height, clipped."""
+        ``terrain.scan_points_b`` (yaw-aligned) minus the nominal trunk height, clipped; (n, P)
+        for robots ``ids`` only."""
         t = self.cfg.terrain
         heights_at = None if self.terrain is None else self.terrain.height_at
-        pos, yaw = self._qpos[:, 0:3], yaw_of(self._qpos[:, 3:7])
+        base = self._qpos[:, 0:7] if ids is None else self._qpos[ids, 0:7]
+        pos, yaw = base[:, 0:3], yaw_of(base[:, 3:7])
         return height_scan(heights_at, pos, yaw, self._scan_points, go1.HOME_HEIGHT_M, t.scan_clip_m)
 
-    def _observe_scan(self, ids: np.ndarray) -> None:
-        """The actor's scan of robots ``ids`` now, with sensor noise when the task has noise."""
+    def _observe_scan(self, ids: np.ndarray, clean_scan: np.ndarray | None = None) -> None:
+        """The actor's scan of robots ``ids`` now, with sensor noise when the task has noise;
+        ``clean_scan`` (n, P) is their ``height_scan`` when the caller has it already."""
         t = self.cfg.terrain
         if not t.height_scan_actor or ids.size == 0:
             return
-        scan = self.height_scan()[ids]
+        scan = self.height_scan(ids) if clean_scan is None else clean_scan
         if self.cfg.noise is not None and t.scan_noise_m > 0:
             scan = scan + self.rng.uniform(-t.scan_noise_m, t.scan_noise_m, scan.shape)
         self._actor_scan[ids] = scan
@@ -567,9 +572,12 @@ class Go1Env:
         frame = obs_terms.actor_frame(arrays, cfg.noise, self.rng)
         self._history = np.roll(self._history, 1, axis=1)
         self._history[:, 0] = frame
-        self._observe_scan(np.arange(self.num_envs))
-        self.reset(ended)
-        actor, critic = self.observations()
+        self.reset(ended)  # observes the restarted robots' scans
+        clean = self.height_scan() if cfg.terrain.scans else None  # once a step, for actor and critic
+        if clean is not None:
+            kept = np.nonzero(~done)[0]
+            self._observe_scan(kept, clean[kept])
+        actor, critic = self.observations(clean)
         return LocoStep(
             actor_obs=actor,
             critic_obs=critic,
