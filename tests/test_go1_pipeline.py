@@ -19,6 +19,7 @@ from scenefactory.cli import main
 from scenefactory.errors import CheckpointError, UserError
 from scenefactory.go1 import evaluation as ev
 from scenefactory.go1 import jobs as go1_jobs
+from scenefactory.go1 import recipe as go1_recipe
 from scenefactory.go1 import robot as go1
 from scenefactory.go1.config import Go1TaskConfig, task_config_from_dict, task_config_to_dict
 from scenefactory.go1.deploy.export import DeployPolicy, export_go1
@@ -274,14 +275,14 @@ def test_cli_eval_export_deploy_and_errors(
 
 
 def test_recipe_options_reach_the_task() -> None:
-    opts = go1_jobs.RecipeOptions(
+    opts = go1_recipe.RecipeOptions(
         pure_turn_prob=0.2,
         yaw_precision_weight=0.5,
         joint_friction_scale=(0.8, 1.8),
         latency_ms=(5.0, 20.0),
         reward_weights=(("action_rate", -0.03), ("foot_clearance", -10.0)),
     )
-    task = go1_jobs.train_spec(16, 3, 0, opts).task
+    task = go1_recipe.train_spec(16, 3, 0, opts).task
     assert task.commands.pure_turn_prob == 0.2
     assert task.randomization is not None and task.randomization.latency_s == (0.005, 0.02)
     assert task.randomization.joint_friction_scale == (0.8, 1.8)
@@ -289,43 +290,41 @@ def test_recipe_options_reach_the_task() -> None:
     assert weights["action_rate"] == -0.03 and weights["track_ang_vel_z_fine"] == 0.5
     assert weights["track_lin_vel_xy"] == 1.5  # the others keep their defaults
     assert weights["foot_clearance"] == -10.0  # an optional term joins the reward with its weight
-    assert "foot_clearance" not in {t.name for t in go1_jobs.train_spec(16, 3, 0).task.rewards}
-    assert go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(history=15)).task.history == 15
-    base = go1_jobs.train_spec(16, 3, 0).task
+    assert "foot_clearance" not in {t.name for t in go1_recipe.train_spec(16, 3, 0).task.rewards}
+    assert go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(history=15)).task.history == 15
+    base = go1_recipe.train_spec(16, 3, 0).task
     assert base == Go1TaskConfig(num_envs=16)  # no options: the base recipe exactly
-    ablation = go1_jobs.train_spec(16, 3, 0, replace(opts, robust=False)).task
+    ablation = go1_recipe.train_spec(16, 3, 0, replace(opts, robust=False)).task
     assert ablation.randomization is None and ablation.commands.pure_turn_prob == 0.2
 
 
 def test_command_limits_narrow_the_ranges(tmp_path: Path) -> None:
-    opts = go1_jobs.RecipeOptions(command_limits=(1.0, 1.0, 1.0))  # Isaac Lab's rough-terrain ranges
-    cmd = go1_jobs.train_spec(16, 3, 0, opts).task.commands
+    opts = go1_recipe.RecipeOptions(command_limits=(1.0, 1.0, 1.0))  # Isaac Lab's rough-terrain ranges
+    cmd = go1_recipe.train_spec(16, 3, 0, opts).task.commands
     assert (cmd.vx_mps, cmd.vy_mps, cmd.yaw_radps) == ((-1.0, 1.0), (-0.8, 0.8), (-1.0, 1.0))
-    assert go1_jobs.train_spec(16, 3, 0).task.commands.vx_mps == (-1.0, 2.0)  # untouched without
+    assert go1_recipe.train_spec(16, 3, 0).task.commands.vx_mps == (-1.0, 2.0)  # untouched without
     with pytest.raises(UserError, match="--command-limits VX VY YAW must be positive, got 1 0 1"):
-        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(command_limits=(1.0, 0.0, 1.0)))
+        go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(command_limits=(1.0, 0.0, 1.0)))
     argv = ["train", "go1", "--command-limits", "1", "1", "-1", "--out", str(tmp_path / "t")]
     assert main(argv) == 2 and not (tmp_path / "t").exists()
-    forward = go1_jobs.train_spec(16, 3, 0, replace(opts, forward_only=True)).task.commands
+    forward = go1_recipe.train_spec(16, 3, 0, replace(opts, forward_only=True)).task.commands
     assert (forward.vx_mps, forward.vy_mps) == ((0.0, 1.0), (-0.8, 0.8))
-    assert go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(forward_only=True)).task.commands.vx_mps == (
-        0.0,
-        2.0,
-    )
-    fast = go1_jobs.train_spec(16, 3, 0, replace(opts, min_forward_mps=0.5)).task.commands
+    only_forward = go1_recipe.RecipeOptions(forward_only=True)
+    assert go1_recipe.train_spec(16, 3, 0, only_forward).task.commands.vx_mps == (0.0, 2.0)
+    fast = go1_recipe.train_spec(16, 3, 0, replace(opts, min_forward_mps=0.5)).task.commands
     assert (fast.vx_mps, fast.vy_mps) == ((0.5, 1.0), (-0.8, 0.8))  # without --forward-only too
     with pytest.raises(
         UserError, match=r"--min-forward-speed 1 must be below the forward-speed limit \(1 m/s\)"
     ):
-        go1_jobs.train_spec(16, 3, 0, replace(opts, min_forward_mps=1.0))
+        go1_recipe.train_spec(16, 3, 0, replace(opts, min_forward_mps=1.0))
     with pytest.raises(
         UserError, match=r"--min-forward-speed 1.5 must be below the forward-speed limit \(1 m/s\)"
     ):
-        go1_jobs.train_spec(16, 3, 0, replace(opts, min_forward_mps=1.5))  # past the cut limit
+        go1_recipe.train_spec(16, 3, 0, replace(opts, min_forward_mps=1.5))  # past the cut limit
     with pytest.raises(
         UserError, match=r"--min-forward-speed 3 must be below the forward-speed limit \(2 m/s\)"
     ):
-        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(min_forward_mps=3.0))  # past the default
+        go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(min_forward_mps=3.0))  # past the default
     argv = ["train", "go1", "--min-forward-speed", "-0.5", "--out", str(tmp_path / "m")]
     assert main(argv) == 2 and not (tmp_path / "m").exists()
 
@@ -333,18 +332,18 @@ def test_command_limits_narrow_the_ranges(tmp_path: Path) -> None:
 def test_terrain_spacing_reaches_the_grid_and_is_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    opts = go1_jobs.RecipeOptions(terrain="rough", terrain_spacing_m=0.05)
-    task = go1_jobs.train_spec(16, 3, 0, opts).task
+    opts = go1_recipe.RecipeOptions(terrain="rough", terrain_spacing_m=0.05)
+    task = go1_recipe.train_spec(16, 3, 0, opts).task
     assert task.terrain.horizontal_scale_m == 0.05  # and the saved config keeps it for eval
     assert task_config_from_dict(task_config_to_dict(task)).terrain.horizontal_scale_m == 0.05
     assert (
-        go1_jobs.train_spec(16, 3, 0, replace(opts, terrain_spacing_m=None)).task.terrain.horizontal_scale_m
+        go1_recipe.train_spec(16, 3, 0, replace(opts, terrain_spacing_m=None)).task.terrain.horizontal_scale_m
         == 0.1
     )
     with pytest.raises(UserError, match=r"tile_size_m \(8\.0\) must be a whole multiple"):
-        go1_jobs.train_spec(16, 3, 0, replace(opts, terrain_spacing_m=0.07))
+        go1_recipe.train_spec(16, 3, 0, replace(opts, terrain_spacing_m=0.07))
     with pytest.raises(UserError, match="--terrain-spacing needs --terrain"):
-        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(terrain_spacing_m=0.05))
+        go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(terrain_spacing_m=0.05))
     argv = ["train", "go1", "--terrain", "rough", "--terrain-spacing", "0", "--out", str(tmp_path / "t")]
     assert main(argv) == 2 and not (tmp_path / "t").exists()
     assert "expected a height-field spacing in m in (0, 1], got 0" in capsys.readouterr().err
@@ -354,15 +353,15 @@ def test_foot_clearance_target_reaches_the_task_and_is_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     term = (("foot_clearance", -60.0),)
-    opts = go1_jobs.RecipeOptions(reward_weights=term, foot_clearance_target_m=0.12)
-    task = go1_jobs.train_spec(16, 3, 0, opts).task
+    opts = go1_recipe.RecipeOptions(reward_weights=term, foot_clearance_target_m=0.12)
+    task = go1_recipe.train_spec(16, 3, 0, opts).task
     assert task.foot_clearance_target_m == 0.12
     assert task_config_from_dict(task_config_to_dict(task)).foot_clearance_target_m == 0.12
     old = task_config_to_dict(Go1TaskConfig())
     del old["foot_clearance_target_m"]  # a config saved before the option: the 8 cm it trained with
     assert task_config_from_dict(old).foot_clearance_target_m == 0.08
     with pytest.raises(UserError, match="needs the term: add --reward-weight foot_clearance=W"):
-        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(foot_clearance_target_m=0.12))
+        go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(foot_clearance_target_m=0.12))
     argv = ["train", "go1", "--foot-clearance-target", "0.6", "--out", str(tmp_path / "t")]
     assert main(argv) == 2 and not (tmp_path / "t").exists()
     assert "expected a swing height in m in (0, 0.5), got 0.6" in capsys.readouterr().err
@@ -371,8 +370,8 @@ def test_foot_clearance_target_reaches_the_task_and_is_checked(
 def test_heading_prob_reaches_the_task_and_is_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    opts = go1_jobs.RecipeOptions(heading_prob=1.0, command_limits=(1.0, 1.0, 1.0))
-    task = go1_jobs.train_spec(16, 3, 0, opts).task
+    opts = go1_recipe.RecipeOptions(heading_prob=1.0, command_limits=(1.0, 1.0, 1.0))
+    task = go1_recipe.train_spec(16, 3, 0, opts).task
     assert task.commands.heading_prob == 1.0 and task.commands.yaw_radps == (-1.0, 1.0)
     assert task_config_from_dict(task_config_to_dict(task)).commands.heading_prob == 1.0
     old = task_config_to_dict(Go1TaskConfig())
@@ -387,20 +386,19 @@ def test_terrain_proportions_reach_the_grid_and_are_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shares = (("random", 0.2), ("stairs_up", 0.5), ("stairs_down", 0.3))
-    opts = go1_jobs.RecipeOptions(terrain="rough", terrain_proportions=shares)
-    ground = go1_jobs.train_spec(16, 3, 0, opts).task.terrain
+    opts = go1_recipe.RecipeOptions(terrain="rough", terrain_proportions=shares)
+    task = go1_recipe.train_spec(16, 3, 0, opts).task
+    ground = task.terrain
     assert column_kinds(ground).count("stairs_up") == 5 and "steps" not in column_kinds(ground)
-    assert (
-        task_config_from_dict(task_config_to_dict(go1_jobs.train_spec(16, 3, 0, opts).task)).terrain == ground
-    )
+    assert task_config_from_dict(task_config_to_dict(task)).terrain == ground
     with pytest.raises(UserError, match="shares the columns of --terrain rough, not flat"):
-        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(terrain_proportions=shares))
-    few = go1_jobs.RecipeOptions(terrain="rough", terrain_proportions=(("random", 1.0), ("steps", 0.05)))
+        go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(terrain_proportions=shares))
+    few = go1_recipe.RecipeOptions(terrain="rough", terrain_proportions=(("random", 1.0), ("steps", 0.05)))
     with pytest.raises(UserError, match="steps get no column of the 10"):
-        go1_jobs.train_spec(16, 3, 0, few)
-    twice = go1_jobs.RecipeOptions(terrain="rough", terrain_proportions=(("random", 1.0), ("random", 1.0)))
+        go1_recipe.train_spec(16, 3, 0, few)
+    twice = go1_recipe.RecipeOptions(terrain="rough", terrain_proportions=(("random", 1.0), ("random", 1.0)))
     with pytest.raises(UserError, match="--terrain-proportions: proportions must name distinct kinds"):
-        go1_jobs.train_spec(16, 3, 0, twice)
+        go1_recipe.train_spec(16, 3, 0, twice)
     argv = [
         "train",
         "go1",
@@ -418,8 +416,8 @@ def test_terrain_proportions_reach_the_grid_and_are_checked(
 def test_entropy_coef_reaches_ppo_and_is_checked(
     trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert go1_jobs.train_spec(16, 3, 0).ppo.entropy_coef == 0.01  # the recipe's, untouched without
-    spec = go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(entropy_coef=0.0))
+    assert go1_recipe.train_spec(16, 3, 0).ppo.entropy_coef == 0.01  # the recipe's, untouched without
+    spec = go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(entropy_coef=0.0))
     assert spec.ppo.entropy_coef == 0.0
     src = trained / "checkpoints" / "latest.pt"
     polish = replace(tiny_spec(1), ppo=replace(tiny_spec().ppo, entropy_coef=0.0), init_from=str(src))
@@ -429,7 +427,7 @@ def test_entropy_coef_reaches_ppo_and_is_checked(
     saved = load_checkpoint(tmp_path / "polish" / "checkpoints" / "latest.pt")
     assert saved["ppo_cfg"]["entropy_coef"] == 0.0
     with pytest.raises(UserError, match=r"distillation \(--teacher\) has no entropy bonus"):
-        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(entropy_coef=0.0, teacher=src))
+        go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(entropy_coef=0.0, teacher=src))
     argv = ["train", "go1", "--entropy-coef", "1.5", "--out", str(tmp_path / "t")]
     assert main(argv) == 2 and not (tmp_path / "t").exists()
     assert "expected an entropy coefficient in [0, 1], got 1.5" in capsys.readouterr().err
@@ -455,9 +453,9 @@ def test_action_std_restarts_a_fine_tunes_noise_once(
     resumed = Go1Trainer(replace(spec, iterations=2), tmp_path / "n", nthread=1)
     assert torch.allclose(_noise(resumed.alg.get_policy().state_dict()), after)  # a resume is not reset
     with pytest.raises(UserError, match="needs --init-from"):
-        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(init_action_std=0.3))
+        go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(init_action_std=0.3))
     with pytest.raises(UserError, match=r"must be in \(0, 2\], got 3"):
-        go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(init_from=src, init_action_std=3.0))
+        go1_recipe.train_spec(16, 3, 0, go1_recipe.RecipeOptions(init_from=src, init_action_std=3.0))
     argv = ["train", "go1", "--init-from", str(src), "--action-std", "0", "--out", str(tmp_path / "t")]
     assert main(argv) == 2 and not (tmp_path / "t").exists()
     assert "expected an action standard deviation in (0, 2], got 0" in capsys.readouterr().err

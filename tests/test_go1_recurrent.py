@@ -17,6 +17,7 @@ from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli import main
 from scenefactory.errors import CheckpointError, UserError
 from scenefactory.go1 import jobs as go1_jobs
+from scenefactory.go1 import recipe as go1_recipe
 from scenefactory.go1.config import Go1TaskConfig
 from scenefactory.go1.deploy.export import DeployPolicy, export_go1
 from scenefactory.go1.deploy.robot import MujocoGo1
@@ -91,11 +92,11 @@ def test_a_teacher_must_read_the_task_observations(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="history"):
         Go1Trainer(replace(spec, task=replace(spec.task, history=5)), tmp_path, nthread=1)
     with pytest.raises(UserError, match="exclude each other"):
-        go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=TEACHER, init_from=TEACHER))
+        go1_recipe.train_spec(8, 1, 0, go1_recipe.RecipeOptions(teacher=TEACHER, init_from=TEACHER))
     with pytest.raises(UserError, match="no critic"):
-        go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=TEACHER, critic_warmup=5))
+        go1_recipe.train_spec(8, 1, 0, go1_recipe.RecipeOptions(teacher=TEACHER, critic_warmup=5))
     with pytest.raises(UserError, match="not found"):
-        go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=tmp_path / "missing.pt"))
+        go1_recipe.train_spec(8, 1, 0, go1_recipe.RecipeOptions(teacher=tmp_path / "missing.pt"))
 
 
 def test_ppo_fine_tunes_the_distilled_student_after_a_critic_warmup(distilled: Path, tmp_path: Path) -> None:
@@ -204,9 +205,10 @@ def test_lstm_export_carries_both_states(tmp_path: Path) -> None:
 
 
 def test_cli_trains_a_recurrent_student(tmp_path: Path) -> None:
-    spec = go1_jobs.train_spec(16, 3, 0, go1_jobs.RecipeOptions(rnn="lstm", rnn_hidden=8, teacher=TEACHER))
+    opts = go1_recipe.RecipeOptions(rnn="lstm", rnn_hidden=8, teacher=TEACHER)
+    spec = go1_recipe.train_spec(16, 3, 0, opts)
     assert spec.ppo.actor_rnn_type == "lstm" and spec.ppo.actor_rnn_hidden_dim == 8
-    assert spec.ppo.init_noise_std == go1_jobs.DISTILL_ACTION_STD
+    assert spec.ppo.init_noise_std == go1_recipe.DISTILL_ACTION_STD
     assert spec.teacher == str(TEACHER)
 
 
@@ -253,7 +255,7 @@ def test_a_privileged_teacher_is_distilled_not_deployed(teacher: Path, tmp_path:
     t.run()
     assert load_go1_policy(tmp_path / "checkpoints" / "latest.pt").recurrent
     with pytest.raises(UserError, match="deployable"):
-        go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(teacher=TEACHER, privileged_actor=True))
+        go1_recipe.train_spec(8, 1, 0, go1_recipe.RecipeOptions(teacher=TEACHER, privileged_actor=True))
 
 
 def test_a_privileged_teacher_is_evaluated_with_its_worlds_parameters(teacher: Path, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from scenefactory.checkpoint import load_checkpoint, save_checkpoint
 from scenefactory.errors import CheckpointError
 from scenefactory.go1 import evaluation as ev
 from scenefactory.go1 import jobs as go1_jobs
+from scenefactory.go1 import recipe as go1_recipe
 from scenefactory.go1 import rewards as r
 from scenefactory.go1 import robot as go1
 from scenefactory.go1.config import (
@@ -127,7 +128,7 @@ def test_whole_body_task_replaces_the_terms_that_fight_a_posture() -> None:
     weights = {t.name: t.weight for t in cfg.rewards}
     assert weights["attitude"] == {t.name: t.weight for t in base.rewards}["orientation"]
     assert weights["track_base_height"] > 0 and weights["track_body_pitch"] > 0
-    spec = go1_jobs.train_spec(8, 1, 0, go1_jobs.RecipeOptions(whole_body=True))
+    spec = go1_recipe.train_spec(8, 1, 0, go1_recipe.RecipeOptions(whole_body=True))
     assert spec.task.whole_body.enabled and "track_body_roll" in {t.name for t in spec.task.rewards}
 
 

@@ -420,8 +420,9 @@ def _three(values: list[float]) -> tuple[float, float, float]:
 def train(args: argparse.Namespace) -> int:
     """``train go1``."""
     from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
+    from scenefactory.go1.recipe import RecipeOptions
 
-    recipe = jobs.RecipeOptions(
+    recipe = RecipeOptions(
         robust=not args.no_robustness,
         pure_turn_prob=args.pure_turn_prob,
         yaw_precision_weight=args.yaw_precision_weight,
