@@ -4,7 +4,10 @@
 (physics at 200 Hz + task terms, random actions, no learning) with 1 and with 2 threads for both
 MuJoCo's batch and torch, and (b) a PPO iteration's split between collection and learning for the
 same settings, so the README's training wall time can be read against it →
-``benchmarks/results/go1_throughput.json``.
+``benchmarks/results/go1_throughput.json``. ``--scan`` measures the same on the rough-terrain task of
+the README's height-scan runs (every tile kind in its columns, the curriculum, the height scan in
+the actor and the critic, 25 frames of history: ``train go1 --terrain rough --height-scan-actor
+--history 25``'s task and networks) → ``benchmarks/results/go1_throughput_scan.json``.
 
 ``--engine mujoco-warp --device cpu|cuda`` measures, for each ``--envs`` count, (a) environment steps
 per second of the same task with its worlds on MuJoCo Warp (the task itself is numpy on the CPU: on
@@ -13,7 +16,7 @@ physics alone: the same worlds stepped by their recorded graph (``decimation`` s
 step, the PD torques held), the ceiling a task written in torch on the device could reach →
 ``benchmarks/results/go1_throughput_mujoco-warp_<device>.json``.
 
-Usage: ``.venv/bin/python benchmarks/go1_throughput.py [--envs 1024] [--steps 40]``;
+Usage: ``.venv/bin/python benchmarks/go1_throughput.py [--envs 1024] [--steps 40] [--scan]``;
 ``... --engine mujoco-warp --device cuda --envs 4096 16384``. Run it on an otherwise idle machine.
 """
 
@@ -33,15 +36,30 @@ from scenefactory.engines.mjwarp import PhysicsBackend, WarpSim, check_device
 from scenefactory.evaluation.bench import machine_info
 from scenefactory.go1.config import Go1TaskConfig
 from scenefactory.go1.env import Go1Env
+from scenefactory.go1.recipe import RecipeOptions, train_spec
 from scenefactory.go1.train import Go1Trainer, Go1TrainSpec
 from scenefactory.io import write_json
 
+SCAN_RECIPE = RecipeOptions(terrain="rough", height_scan_actor=True, history=25)
+"""The task and networks of the README's height-scan runs (``--scan``)."""
 
-def env_rate(envs: int, steps: int, threads: int, physics: PhysicsBackend | None = None) -> float:
+
+def spec_for(envs: int, scan: bool) -> Go1TrainSpec:
+    """A two-iteration spec of the default task, or of the height-scan recipe's with ``scan``."""
+    if scan:
+        spec = train_spec(envs, 2, 0, SCAN_RECIPE)
+    else:
+        spec = Go1TrainSpec(task=Go1TaskConfig(num_envs=envs), iterations=2)
+    return replace(spec, ppo=replace(spec.ppo, save_interval=100))
+
+
+def env_rate(
+    envs: int, steps: int, threads: int, physics: PhysicsBackend | None = None, scan: bool = False
+) -> float:
     """Environment steps per second with ``threads`` MuJoCo and torch threads, on ``physics``
-    (``None``: MuJoCo C)."""
+    (``None``: MuJoCo C), of the default task or (``scan``) the height-scan recipe's."""
     torch.set_num_threads(threads)
-    task = Go1TaskConfig(num_envs=envs, physics=physics or PhysicsBackend())
+    task = replace(spec_for(envs, scan).task, physics=physics or PhysicsBackend())
     env = Go1Env(task, seed=0, nthread=threads)
     gen = torch.Generator().manual_seed(0)
     for _ in range(5):
@@ -72,13 +90,11 @@ def physics_rate(envs: int, steps: int, physics: PhysicsBackend) -> float:
     return envs * steps / wall
 
 
-def ppo_split(envs: int, threads: int) -> dict[str, float]:
+def ppo_split(envs: int, threads: int, scan: bool = False) -> dict[str, float]:
     """Seconds of collection and of learning in one PPO iteration (the second of two)."""
     torch.set_num_threads(threads)
-    spec = Go1TrainSpec(task=Go1TaskConfig(num_envs=envs), iterations=2)
-    spec = replace(spec, ppo=replace(spec.ppo, save_interval=100))
     with TemporaryDirectory() as tmp:
-        hist = Go1Trainer(spec, tmp, nthread=threads).run()
+        hist = Go1Trainer(spec_for(envs, scan), tmp, nthread=threads).run()
     row = hist[-1]
     return {"collect_s": row["collect_s"], "learn_s": row["learn_s"], "steps_per_s": row["steps_per_s"]}
 
@@ -86,12 +102,15 @@ def ppo_split(envs: int, threads: int) -> dict[str, float]:
 def mujoco_c(a: argparse.Namespace) -> dict[str, Any]:
     """The threads comparison and PPO split on MuJoCo C (module docstring)."""
     envs = a.envs[0]
-    rates = {t: env_rate(envs, a.steps, t) for t in (1, 2)}
-    split = {t: ppo_split(envs, t) for t in (1, 2)}
+    rates = {t: env_rate(envs, a.steps, t, scan=a.scan) for t in (1, 2)}
+    split = {t: ppo_split(envs, t, a.scan) for t in (1, 2)}
     for t in (1, 2):
         print(f"{t} thread(s): {rates[t]:,.0f} env steps/s; PPO iteration {split[t]}")
+    task = spec_for(envs, a.scan).task
     return {
         "envs": envs,
+        "task": "rough terrain, height scan in the actor, 25 frames" if a.scan else "flat (default)",
+        "history": task.history,
         "physics_hz": 200.0,
         "policy_hz": 50.0,
         "env_steps_per_s": {str(t): r for t, r in rates.items()},
@@ -136,12 +155,16 @@ def main() -> None:
     p.add_argument("--envs", type=int, nargs="+", default=[1024])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--scan", action="store_true", help="the height-scan recipe's task (module docstring)")
     a = p.parse_args()
     if a.engine == "mujoco":
         if a.device != "cpu" or len(a.envs) > 1:
             p.error("--engine mujoco measures one --envs count on the CPU")
-        write_json(a.out or Path("benchmarks/results/go1_throughput.json"), mujoco_c(a))
+        name = "go1_throughput_scan.json" if a.scan else "go1_throughput.json"
+        write_json(a.out or Path("benchmarks/results") / name, mujoco_c(a))
         return
+    if a.scan:
+        p.error("--scan is measured on --engine mujoco")
     kind = check_device(a.device).type
     mujoco_warp(a, a.out or Path(f"benchmarks/results/go1_throughput_mujoco-warp_{kind}.json"))
 
