@@ -160,7 +160,9 @@ def _fingerprint(a: np.ndarray) -> tuple[float, float, float]:
     """Sum, sum of squares and index-weighted sum (``Σ a_i·i/n``, which a reordering changes) of
     ``a``'s values. Compared with a relative tolerance, not hashed: a hash of the values, even
     rounded to 1e-4, differed between CPUs (vectorized libm's last bit flipped float32 grid values
-    across a rounding boundary) and pinned the machine rather than the code."""
+    across a rounding boundary) and pinned the machine rather than the code. The tolerance is 1e-3
+    relative: on another CPU (2026-12-04) the features of ``intersection-2`` summed 7e-5 apart; the
+    test below checks that a change once seen in the field (other index radii) still fails it."""
     v = np.asarray(a, dtype=np.float64).ravel()
     w = np.arange(v.size, dtype=np.float64) / max(v.size, 1)
     return (float(v.sum()), float((v * v).sum()), float((v * w).sum()))
@@ -185,7 +187,7 @@ def test_what_is_built_is_pinned_to_the_cache_version() -> None:
             np.testing.assert_allclose(
                 _fingerprint(a),
                 pinned,
-                rtol=1e-6,
+                rtol=1e-3,
                 atol=1e-3,
                 err_msg=f"road data ({where}) is built differently from what CACHE_VERSION "
                 f"{road_cache.CACHE_VERSION} pinned: bump CACHE_VERSION (old cache entries would be "
