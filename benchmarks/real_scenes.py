@@ -41,7 +41,7 @@ from scenefactory.io import write_json
 from scenefactory.scenes.library import load_scene_dir
 from scenefactory.scenes.scene import Scene
 from scenefactory.scenes.womd.batch import convert_files
-from scenefactory.scenes.womd.synthetic import city_scenario
+from scenefactory.scenes.womd.synthetic import WOMD_MIX, fitting_scenario
 from scenefactory.scenes.womd.tfrecord import write_records
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
@@ -55,11 +55,19 @@ EPISODE_STEPS = DrivingTaskConfig().max_steps
 def corpus(name: str, n: int, seed: int, road_points: tuple[int, int], vehicles: tuple[int, int]) -> Path:
     """The converted scene folder of a synthetic corpus, built unless the cache holds it.
 
-    Scenario ``i`` draws its road-point target and vehicle count uniformly from the ranges; a map
-    too small for its vehicles (``city_scenario`` raises ``ValueError``) gets one vehicle fewer until
-    they fit, so every corpus has ``n`` scenes (``write_corpus`` gives up on the whole corpus then)."""
+    Scenario ``i`` draws its road-point target and moving-vehicle count uniformly from the ranges and
+    its background traffic (parked vehicles, pedestrians, cyclists, partly observed tracks) from
+    ``WOMD_MIX``, WOMD's make-up; a map too small for its vehicles gets one vehicle fewer until they
+    fit (``fitting_scenario``), so every corpus has ``n`` scenes."""
     folder = CACHE / name
-    params = {"n": n, "seed": seed, "road_points": list(road_points), "vehicles": list(vehicles), "parked": 4}
+    params = {
+        "n": n,
+        "seed": seed,
+        "road_points": list(road_points),
+        "vehicles": list(vehicles),
+        "parked": WOMD_MIX.parked,
+        "background": repr(WOMD_MIX),
+    }
     stamp = folder / "params.json"
     scenes = folder / "out" / "json"
     if stamp.exists() and json.loads(stamp.read_text()) == params and scenes.is_dir():
@@ -71,17 +79,8 @@ def corpus(name: str, n: int, seed: int, road_points: tuple[int, int], vehicles:
         target = int(rng.integers(road_points[0], road_points[1] + 1))
         count = int(rng.integers(vehicles[0], vehicles[1] + 1))
         sub = int(rng.integers(0, 2**31 - 1))
-        while True:
-            try:
-                sc = city_scenario(
-                    f"{name}-{i:05d}", sub, target_road_points=target, num_vehicles=count, parked=4
-                )
-                break
-            except ValueError:
-                if count <= 1:
-                    raise
-                count -= 1
-        records.append(sc.SerializeToString())
+        bg = WOMD_MIX.background(rng)
+        records.append(fitting_scenario(f"{name}-{i:05d}", sub, target, count, WOMD_MIX.parked, bg))
     per_shard = 100
     shards = []
     for k in range(math.ceil(n / per_shard)):

@@ -49,6 +49,29 @@ violation. ``parked`` stationary vehicles stand in the parking strips (``convert
 parked). A map too small for ``num_vehicles`` raises ``ValueError`` (:func:`write_corpus` then
 tries one vehicle fewer).
 
+**Background traffic** (:class:`Background`, drawn per scenario from a :class:`TrafficMix`; off by
+default, so scenarios without it are unchanged). WOMD scenarios log up to 128 objects, of which only
+some are the moving vehicles above: many vehicles are parked, pedestrians and cyclists pass on the
+sidewalks, and most objects are observed over part of the 9.1 s only (they come into view later or
+leave it). :data:`WOMD_MIX` gives a corpus that make-up; its target figures, checked on generated
+files by ``tests/test_womd_synthetic.py``:
+
+- tracks per scenario: 20 to 128 (never more than WOMD's 128); vehicles, pedestrians and cyclists
+  all present in a corpus, vehicles 45-85 % of the tracks, pedestrians 10-45 %, cyclists 1-10 %;
+- parked (a vehicle that never moves 1 m from its first observed position while observed): 25-75 %
+  of the vehicles;
+- observed per step (valid states per step, averaged over the 91 steps): 8 to 60 per scenario,
+  20 to 45 averaged over a corpus ("a few dozen at a time"; seven real scenes measured 6 to 44);
+- partly observed (a track not valid at some step): 50 % of the tracks or more.
+
+Pedestrians (0.8-1.7 m/s, a quarter standing) and cyclists (3-7 m/s) move in straight lines along
+the sidewalks beyond the kerbs (1-3.5 m and 0.8-1.4 m past them), observed while beside their
+block; the extra parked vehicles fill the parking strips clear of every other vehicle. With share
+``occluded_share`` a parked vehicle, pedestrian, cyclist or moving vehicle past the first eight
+tracks is observed over one window of 10 steps or more (appearing later, disappearing earlier, or
+both); invalid states carry -1, as WOMD's do. The background is drawn from its own generator, so
+the map, the moving vehicles and their logs are the same as without it.
+
 Messages are encoded directly in the protobuf wire format with numpy (map points, object states and
 signal states are fixed-size records), then parsed once by the real ``Scenario`` parser. About
 35 ms a scenario on one core for targets of 2,000-8,000 points and 3-32 vehicles (10,000 in about
@@ -119,7 +142,7 @@ _JERK_DOWN = 20.0
 _SURFACE_STREET = 2
 _BROKEN_WHITE, _SOLID_WHITE, _DOUBLE_YELLOW = 1, 2, 7
 _EDGE_BOUNDARY = 1
-_VEHICLE = 1
+_VEHICLE, _PEDESTRIAN, _CYCLIST = 1, 2, 3
 _ARROW_STOP, _ARROW_CAUTION, _ARROW_GO, _STOP, _CAUTION, _GO = 1, 2, 3, 4, 5, 6
 _GO_CODES = (_ARROW_GO, _GO)
 _CAUTION_CODES = (_ARROW_CAUTION, _CAUTION)
@@ -186,8 +209,15 @@ _STATE = np.dtype(
 """One ``ObjectState`` as ``Track.states`` (field 3): 61 bytes."""
 
 
-def _states(xy: np.ndarray, yaw: np.ndarray, vel: np.ndarray, size: tuple[float, float, float]) -> bytes:
-    """``Track.states`` of one track over its steps (all valid)."""
+def _states(
+    xy: np.ndarray,
+    yaw: np.ndarray,
+    vel: np.ndarray,
+    size: tuple[float, float, float],
+    valid: np.ndarray | None = None,
+) -> bytes:
+    """``Track.states`` of one track over its steps (all valid unless ``valid`` (T,) says; an
+    unobserved state carries -1 in every field, as WOMD's do)."""
     rec = np.zeros(len(xy), _STATE)
     rec["key"], rec["len"] = 3 << 3 | 2, _STATE.itemsize - 2
     for name, key in (
@@ -200,6 +230,11 @@ def _states(xy: np.ndarray, yaw: np.ndarray, vel: np.ndarray, size: tuple[float,
     rec["heading"] = yaw
     rec["vx"], rec["vy"] = vel[:, 0], vel[:, 1]
     rec["valid"] = 1
+    if valid is not None:
+        off = ~valid
+        for name in ("x", "y", "z", "length", "width", "height", "heading", "vx", "vy"):
+            rec[name][off] = -1.0
+        rec["valid"][off] = 0
     return rec.tobytes()
 
 
@@ -796,11 +831,20 @@ class _Vehicles:
     yaw: np.ndarray
     speed: np.ndarray
     size: list[tuple[float, float, float]]
+    valid: np.ndarray | None = None
+    """(T, N) observed steps; None: every step."""
+    kind: int = _VEHICLE
 
 
-def _parked(m: _Map, rng: np.random.Generator, count: int) -> _Vehicles:
+def _parked(
+    m: _Map, rng: np.random.Generator, count: int, exact: bool = True, beside: _Vehicles | None = None
+) -> _Vehicles:
+    """``count`` parked vehicles (as many as fit unless ``exact``), clear of those ``beside``."""
     weights = np.array([max(p[2] - 20.0, 0.0) for p in m.parking])
     placed: list[tuple[np.ndarray, float, tuple[float, float, float]]] = []
+    if beside is not None:
+        placed = [(beside.xy[0, i], 0.0, beside.size[i]) for i in range(beside.xy.shape[1])]
+        count += len(placed)
     tries = 0
     while len(placed) < count and tries < 60 * max(count, 1) and weights.sum() > 0:
         tries += 1
@@ -813,8 +857,10 @@ def _parked(m: _Map, rng: np.random.Generator, count: int) -> _Vehicles:
         if len(m.driveway_xy) and np.linalg.norm(m.driveway_xy - xy, axis=1).min() < 5.0 + 0.5 * size[0]:
             continue
         placed.append((xy, math.atan2(_U[d][1], _U[d][0]), size))
-    if len(placed) < count:
+    if len(placed) < count and exact:
         raise ValueError(f"city_scenario: room for only {len(placed)} of {count} parked vehicles")
+    if beside is not None:
+        placed = placed[beside.xy.shape[1] :]
     n = len(placed)
     xy = np.zeros((STEPS, n, 2))
     yaw = np.zeros((STEPS, n))
@@ -880,27 +926,167 @@ def _moving(m: _Map, rng: np.random.Generator, count: int, parked: _Vehicles) ->
     )
 
 
+# ------------------------------------------------------------------------ background traffic
+
+
+@dataclass(frozen=True)
+class Background:
+    """Logged objects of a scenario besides its moving vehicles and its ``parked`` ones (module
+    docstring, *Background traffic*): ``pedestrians`` and ``cyclists`` on the sidewalks, up to
+    ``extra_parked`` more parked vehicles (as many as the parking strips hold), and the share of
+    parked vehicles, pedestrians, cyclists and moving vehicles past the first eight tracks that are
+    observed over one window of the log only (``occluded_share``, in [0, 1])."""
+
+    pedestrians: int = 0
+    cyclists: int = 0
+    extra_parked: int = 0
+    occluded_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Counts are non-negative, the share a fraction."""
+        if (
+            min(self.pedestrians, self.cyclists, self.extra_parked) < 0
+            or not 0.0 <= self.occluded_share <= 1.0
+        ):
+            raise ValueError(f"Background: need counts >= 0 and 0 <= occluded_share <= 1, got {self}")
+
+
+@dataclass(frozen=True)
+class TrafficMix:
+    """Inclusive ranges a corpus draws each scenario's traffic from (:func:`write_corpus`)."""
+
+    vehicles: tuple[int, int] = (3, 32)
+    parked: int = 4
+    extra_parked: tuple[int, int] = (0, 0)
+    pedestrians: tuple[int, int] = (0, 0)
+    cyclists: tuple[int, int] = (0, 0)
+    occluded_share: float = 0.0
+
+    def background(self, rng: np.random.Generator) -> Background:
+        """One scenario's :class:`Background`, drawn uniformly from the ranges."""
+        return Background(
+            pedestrians=int(rng.integers(self.pedestrians[0], self.pedestrians[1] + 1)),
+            cyclists=int(rng.integers(self.cyclists[0], self.cyclists[1] + 1)),
+            extra_parked=int(rng.integers(self.extra_parked[0], self.extra_parked[1] + 1)),
+            occluded_share=self.occluded_share,
+        )
+
+
+WOMD_MIX = TrafficMix(
+    vehicles=(3, 32), parked=4, extra_parked=(6, 40), pedestrians=(0, 44), cyclists=(0, 8), occluded_share=0.8
+)
+"""WOMD's make-up of logged traffic (module docstring, *Background traffic*; checked by
+``tests/test_womd_synthetic.py``)."""
+
+_OCCLUDE_FROM = 8
+"""Moving vehicles from this track on may be occluded (the SDC and the tracks to predict never are)."""
+_MIN_WINDOW = 10
+
+
+def _windows(rng: np.random.Generator, n: int, share: float) -> np.ndarray:
+    """(T, n) observed steps: every step, or for ``share`` of the tracks one window of 10 steps or
+    more (appearing later, disappearing earlier, or both)."""
+    valid = np.ones((STEPS, n), dtype=bool)
+    for i in np.flatnonzero(rng.random(n) < share):
+        start = int(rng.integers(0, STEPS - _MIN_WINDOW + 1))
+        stop = int(rng.integers(start + _MIN_WINDOW, STEPS + 1))
+        valid[:, i] = False
+        valid[start:stop, i] = True
+    return valid
+
+
+def _sidewalk(m: _Map, rng: np.random.Generator, count: int, cyclist: bool) -> _Vehicles:
+    """``count`` pedestrians (or cyclists) moving along the sidewalks beyond the kerbs, observed while
+    on their block's side (they leave the view past its end)."""
+    usable = np.array([p[2] for p in m.parking])
+    xy = np.zeros((STEPS, count, 2))
+    yaw = np.zeros((STEPS, count))
+    speed = np.zeros((STEPS, count))
+    valid = np.zeros((STEPS, count), dtype=bool)
+    sizes: list[tuple[float, float, float]] = []
+    t = np.arange(STEPS) * DT_S
+    for i in range(count):
+        base, d, length = m.parking[int(rng.choice(len(m.parking), p=usable / usable.sum()))]
+        if cyclist:
+            off, v = KERB_M + rng.uniform(0.8, 1.4), rng.uniform(3.0, 7.0)
+            sizes.append(
+                (float(rng.uniform(1.6, 2.0)), float(rng.uniform(0.5, 0.8)), float(rng.uniform(1.5, 1.9)))
+            )
+        else:
+            off, v = KERB_M + rng.uniform(1.0, 3.5), 0.0 if rng.random() < 0.25 else rng.uniform(0.8, 1.7)
+            sizes.append(
+                (float(rng.uniform(0.4, 1.0)), float(rng.uniform(0.4, 1.0)), float(rng.uniform(1.5, 1.9)))
+            )
+        sign = 1.0 if rng.random() < 0.5 else -1.0
+        along = rng.uniform(0.0, length) + sign * v * (t - CURRENT * DT_S)
+        xy[:, i] = base + along[:, None] * _U[d] + off * _R[d]
+        yaw[:, i] = math.atan2(sign * _U[d][1], sign * _U[d][0])
+        speed[:, i] = v
+        valid[:, i] = (along >= 0.0) & (along <= length)
+    return _Vehicles(xy, yaw, speed, sizes, valid, _CYCLIST if cyclist else _PEDESTRIAN)
+
+
+def _background(m: _Map, seed: int, bg: Background, moving: _Vehicles, parked: _Vehicles) -> list[_Vehicles]:
+    """The scenario's moving and parked vehicles with their observed windows, then its pedestrians and
+    cyclists; drawn from their own generator, so a scenario without background is unchanged."""
+    if bg == Background():
+        return [moving, parked]
+    rng = np.random.default_rng([seed, 1])
+    if bg.extra_parked:  # as many more as fit, clear of the parked ones and every moving vehicle
+        more = _parked(m, rng, bg.extra_parked, exact=False, beside=parked)
+        n_mov, n_more = moving.xy.shape[1], more.xy.shape[1]
+        sizes = moving.size + more.size
+        hit = _overlaps(
+            np.concatenate([moving.xy, more.xy], axis=1),
+            np.concatenate([moving.yaw, more.yaw], axis=1),
+            np.array([z[0] for z in sizes]),
+            np.array([z[1] for z in sizes]),
+        )[n_mov:, :n_mov].any(axis=1)
+        keep = np.flatnonzero(~hit)
+        parked = _Vehicles(
+            np.concatenate([parked.xy, more.xy[:, keep]], axis=1),
+            np.concatenate([parked.yaw, more.yaw[:, keep]], axis=1),
+            np.zeros((STEPS, parked.xy.shape[1] + len(keep))),
+            parked.size + [more.size[i] for i in keep],
+        )
+        del n_more
+    n_mov = moving.xy.shape[1]
+    mov_valid = _windows(rng, n_mov, bg.occluded_share)
+    mov_valid[:, : min(_OCCLUDE_FROM, n_mov)] = True
+    moving = _Vehicles(moving.xy, moving.yaw, moving.speed, moving.size, mov_valid)
+    parked = _Vehicles(
+        parked.xy, parked.yaw, parked.speed, parked.size, _windows(rng, parked.xy.shape[1], bg.occluded_share)
+    )
+    groups = [moving, parked]
+    for count, cyclist in ((bg.pedestrians, False), (bg.cyclists, True)):
+        if count:
+            g = _sidewalk(m, rng, count, cyclist)
+            assert g.valid is not None
+            g.valid &= _windows(rng, count, bg.occluded_share)
+            groups.append(g)
+    return groups
+
+
 # ------------------------------------------------------------------------------------ encoding
 
 
-def _encode(
-    scenario_id: str, m: _Map, moving: _Vehicles, parked: _Vehicles, angle: float, shift: np.ndarray
-) -> bytes:
+def _encode(scenario_id: str, m: _Map, groups: Sequence[_Vehicles], angle: float, shift: np.ndarray) -> bytes:
     c, s = math.cos(angle), math.sin(angle)
     rot = np.array([[c, s], [-s, c]])  # row vectors: p @ rot = R p
     out = [_ld(5, scenario_id.encode("utf-8"))]
     out.append(b"".join(_f64(1, 0.1 * k) for k in range(STEPS)))
     out.append(_vi(10, CURRENT) + _vi(6, 0))
     track_id = 1
-    for group in (moving, parked):
+    for group in groups:
         for i in range(group.xy.shape[1]):
             xy = group.xy[:, i] @ rot + shift
             yaw = (group.yaw[:, i] + angle + math.pi) % (2 * math.pi) - math.pi
             vel = group.speed[:, i, None] * np.stack([np.cos(yaw), np.sin(yaw)], axis=1)
-            body = _vi(1, track_id) + _vi(2, _VEHICLE) + _states(xy, yaw, vel, group.size[i])
+            valid = None if group.valid is None else group.valid[:, i]
+            body = _vi(1, track_id) + _vi(2, group.kind) + _states(xy, yaw, vel, group.size[i], valid)
             out.append(_ld(2, body))
             track_id += 1
-    for k in range(min(8, moving.xy.shape[1])):
+    for k in range(min(8, groups[0].xy.shape[1])):
         out.append(_ld(11, _vi(1, k) + _vi(2, 1)))
     # every map point in one go: (field number, points) per polyline, in the order used below
     polys: list[tuple[int, np.ndarray]] = [(8, lane.xy) for lane in m.lanes]
@@ -977,6 +1163,7 @@ def _city_bytes(
     parked: int,
     signals: bool,
     driveways: bool,
+    background: Background = Background(),
 ) -> bytes:
     if target_road_points < 1 or num_vehicles < 1 or parked < 0:
         raise ValueError(
@@ -990,7 +1177,8 @@ def _city_bytes(
     moving = _moving(m, rng, num_vehicles, standing)
     angle = float(rng.uniform(-math.pi, math.pi))
     shift = rng.uniform(-8000.0, 8000.0, size=2)
-    return _encode(scenario_id, m, moving, standing, angle, shift)
+    groups = _background(m, seed, background, moving, standing)
+    return _encode(scenario_id, m, groups, angle, shift)
 
 
 def city_scenario(
@@ -1001,13 +1189,15 @@ def city_scenario(
     parked: int = 0,
     signals: bool = True,
     driveways: bool = True,
+    background: Background = Background(),
 ) -> Scenario:
-    """A city-grid WOMD scenario (module docstring), the same for the same arguments.
+    """A city-grid WOMD scenario (module docstring), the same for the same arguments; ``background``
+    adds pedestrians, cyclists, more parked vehicles and partly observed tracks.
 
     Raises:
         ValueError: for a non-positive target or vehicle count, or a map too small for the vehicles.
     """
-    args = (target_road_points, num_vehicles, parked, signals, driveways)
+    args = (target_road_points, num_vehicles, parked, signals, driveways, background)
     return Scenario.FromString(_city_bytes(scenario_id, seed, *args))
 
 
@@ -1022,13 +1212,17 @@ class _Shard:
     targets: tuple[int, ...]
     vehicles: tuple[int, ...]
     parked: int
+    backgrounds: tuple[Background, ...]
 
 
-def _fitting(sid: str, seed: int, target: int, vehicles: int, parked: int) -> bytes:
-    """A corpus scenario: with one moving vehicle fewer each time the map is too small for them."""
+def fitting_scenario(
+    sid: str, seed: int, target: int, vehicles: int, parked: int, background: Background = Background()
+) -> bytes:
+    """A corpus scenario's serialized ``Scenario``: with one moving vehicle fewer each time the map is
+    too small for them."""
     while True:
         try:
-            return _city_bytes(sid, seed, target, vehicles, parked, True, True)
+            return _city_bytes(sid, seed, target, vehicles, parked, True, True, background)
         except ValueError:
             if vehicles <= 1:
                 raise
@@ -1036,10 +1230,8 @@ def _fitting(sid: str, seed: int, target: int, vehicles: int, parked: int) -> by
 
 
 def _write_shard(shard: _Shard) -> str:
-    records = (
-        _fitting(sid, seed, target, n, shard.parked)
-        for sid, seed, target, n in zip(shard.ids, shard.seeds, shard.targets, shard.vehicles, strict=True)
-    )
+    rows = zip(shard.ids, shard.seeds, shard.targets, shard.vehicles, shard.backgrounds, strict=True)
+    records = (fitting_scenario(sid, seed, target, n, shard.parked, bg) for sid, seed, target, n, bg in rows)
     write_records(shard.path, records)
     return shard.path
 
@@ -1053,6 +1245,7 @@ def write_corpus(
     scenarios_per_shard: int = 100,
     parked: int = 4,
     workers: int | None = None,
+    mix: TrafficMix | None = None,
 ) -> list[Path]:
     """Write ``num_scenarios`` city scenarios as TFRecord shards
     ``out_dir/synthetic.tfrecord-KKKKK-of-NNNNN`` (``scenarios_per_shard`` each); return their paths.
@@ -1063,12 +1256,16 @@ def write_corpus(
     too small for its vehicles gets one vehicle fewer until they fit (never with targets of 2,000
     points or more and up to 32 vehicles in our runs), so every scenario is written.
     Shards are written in ``workers`` processes (default: one per CPU), each atomically.
+    A ``mix`` (e.g. :data:`WOMD_MIX`) replaces ``vehicles`` and ``parked`` and adds each scenario's
+    :class:`Background`, drawn after everything else (the same corpus seed gives the same maps).
     """
     if num_scenarios < 1 or scenarios_per_shard < 1:
         raise ValueError(
             "write_corpus: need num_scenarios >= 1 and scenarios_per_shard >= 1, got"
             f" {num_scenarios}, {scenarios_per_shard}"
         )
+    if mix is not None:
+        vehicles, parked = mix.vehicles, mix.parked
     if not (1 <= road_points[0] <= road_points[1] and 1 <= vehicles[0] <= vehicles[1]):
         raise ValueError(f"write_corpus: bad ranges road_points={road_points}, vehicles={vehicles}")
     out_dir = Path(out_dir)
@@ -1077,6 +1274,7 @@ def write_corpus(
     targets = rng.integers(road_points[0], road_points[1] + 1, size=num_scenarios)
     counts = rng.integers(vehicles[0], vehicles[1] + 1, size=num_scenarios)
     seeds = rng.integers(0, 2**63 - 1, size=num_scenarios)
+    backgrounds = [mix.background(rng) if mix is not None else Background() for _ in range(num_scenarios)]
     n_shards = math.ceil(num_scenarios / scenarios_per_shard)
     shards = []
     for k in range(n_shards):
@@ -1090,6 +1288,7 @@ def write_corpus(
                 targets=tuple(int(x) for x in targets[part]),
                 vehicles=tuple(int(x) for x in counts[part]),
                 parked=parked,
+                backgrounds=tuple(backgrounds[part]),
             )
         )
     n_workers = min(workers or os.cpu_count() or 1, n_shards)
