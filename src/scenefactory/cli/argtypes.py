@@ -137,7 +137,10 @@ def check_flags(args: argparse.Namespace) -> None:
     with a ``--scenes`` folder. Raises :class:`UserError` naming the flags."""
     key = (args.command, getattr(args, "task", None))
     if getattr(args, "out", None) is not None:
-        check_out(args.out, folder=key not in FILE_OUTPUTS, suffix=FILE_OUTPUTS.get(key))
+        suffix = FILE_OUTPUTS.get(key)
+        if key == ("render", "drive") and getattr(args, "format", "gif") == "html":
+            suffix = ".html"  # the HTML replay alone (with both, the .html goes beside the .gif)
+        check_out(args.out, folder=key not in FILE_OUTPUTS, suffix=suffix)
     if getattr(args, "data", None) is not None:
         check_input(args.data, "--data", True, "a dataset folder written by 'scenefactory collect'")
     if getattr(args, "agents", None) == AUTO and getattr(args, "scenes", None) is None:

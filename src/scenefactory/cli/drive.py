@@ -60,6 +60,8 @@ BENCH_KEYS = (
     "baseline",
 )
 """The figures ``bench drive`` prints (its JSON file has all)."""
+RENDER_FORMATS = ("gif", "html", "both")
+"""``render drive --format``: ``both`` writes the GIF and the HTML replay from one recording."""
 
 
 def add_commands(sub: Any) -> None:
@@ -127,6 +129,12 @@ def _eval_flags(t: Any) -> None:
     t.add_argument("--scenes", type=Path, default=None, help="evaluate on this folder of scene JSON")
     t.add_argument("--scene-split", choices=SCENE_SPLITS, default="all", help=SPLIT_HELP)
     t.add_argument("--worlds", type=WORLDS, default=64, help="worlds run in parallel")
+    t.add_argument(
+        "--html-worlds",
+        type=IntRange(0, 8),
+        default=0,
+        help="also write episodes.html, an HTML replay of the first N scenes (0-8; one more rollout of them)",
+    )
 
 
 def _bench_flags(t: Any) -> None:
@@ -155,7 +163,19 @@ def _render_flags(t: Any) -> None:
         default=8,
         help=f"agents per world for --policy expert, or {AUTO_HELP}",
     )
-    t.add_argument("--panels", type=IntRange(1, 4), default=4, help="scenes shown side by side (1-4)")
+    t.add_argument(
+        "--panels",
+        type=IntRange(1, 8),
+        default=4,
+        help="scenes shown: side by side in a GIF (1-4), as selectable worlds in an HTML replay (1-8)",
+    )
+    t.add_argument(
+        "--format",
+        choices=RENDER_FORMATS,
+        default="gif",
+        help="gif (top-down GIF), html (a self-contained HTML replay: play, scrub, zoom, click an agent"
+        " for its figures) or both (one recording; the .html beside the .gif)",
+    )
     t.add_argument("--scenes", type=Path, default=None, help="render scenes of this folder")
     t.add_argument("--scene-split", choices=SCENE_SPLITS, default="all", help=SPLIT_HELP)
 
@@ -240,6 +260,11 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.policy == "expert":
         if args.scenes is None:
             raise UserError("--policy expert needs --scenes DIR (scenes converted from driving logs)")
+        if args.html_worlds:
+            raise UserError(
+                "--html-worlds goes with a checkpoint; for the logged drivers' replay run "
+                "'render drive --policy expert --scenes DIR --format html'"
+            )
         m = drive.evaluate_expert(
             drive.ExpertEvalArgs(
                 scenes_dir=args.scenes,
@@ -268,6 +293,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 worlds=args.worlds,
                 scenes_dir=args.scenes,
                 scene_split=args.scene_split,
+                html_worlds=args.html_worlds,
             )
         )
     print(json.dumps({k: m[k] for k in EVAL_KEYS}))
@@ -276,6 +302,8 @@ def evaluate(args: argparse.Namespace) -> int:
     if "agents" in m:
         print(json.dumps({"agents": m["agents"]}))
     print(f"metrics: {args.out / 'metrics.json'}")
+    if args.html_worlds:
+        print(f"replay: {args.out / 'episodes.html'}")
     return 0
 
 
@@ -317,7 +345,7 @@ def render(args: argparse.Namespace) -> int:
         check_scene_range("eval", first, args.panels, f"--seed {args.seed} with --panels {args.panels}")
     if args.policy == "checkpoint" and args.checkpoint is None:
         raise UserError("render drive needs --checkpoint PATH (or --policy expert with --scenes DIR)")
-    path = drive.render(
+    paths = drive.render(
         drive.RenderArgs(
             out=args.out,
             engine=engine,
@@ -328,9 +356,11 @@ def render(args: argparse.Namespace) -> int:
             scenes_dir=args.scenes,
             agents=args.agents,
             scene_split=args.scene_split,
+            formats=("gif", "html") if args.format == "both" else (args.format,),
         )
     )
-    print(f"video: {path}")
+    for path in paths:
+        print(f"{'replay' if path.suffix == '.html' else 'video'}: {path}")
     return 0
 
 

@@ -12,6 +12,7 @@ import torch
 from scenefactory.engines.base import Engine
 from scenefactory.engines.spec import EngineSpec
 from scenefactory.evaluation.record import EpisodeRecord
+from scenefactory.evaluation.step_record import LoggedObjects, step_extras
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
@@ -103,7 +104,8 @@ def record_episodes(
     device: str | torch.device = "cpu",
 ) -> list[EpisodeRecord]:
     """Play one episode per scene (one world each, in parallel, on ``device``) and record every step
-    for rendering."""
+    for rendering: poses, speeds and statuses, and what each step knew of each agent (TTC, DRAC,
+    reward and its terms, :mod:`~scenefactory.evaluation.step_record`)."""
     cfg = replace(task_cfg, num_worlds=len(scenes), water_film_randomization_mm=None, min_active_fraction=0.0)
     env = DrivingEnv(cfg, scenes, engine=engine, seed=seed, sequential_scenes=True, device=device)
     w = env.num_worlds
@@ -112,11 +114,16 @@ def record_episodes(
     length = np.full(w, -1)
     obs = env.observations()
     step = 0
+    logged = LoggedObjects(scenes, env.device)
+    extras: list[dict[str, np.ndarray]] = []
     with torch.inference_mode():
         while (length < 0).any():
             res = env.step(_act(policy, env, obs))
             obs = res.obs
             step += 1
+            steps = torch.full((w,), step, dtype=torch.long, device=env.device)
+            horizon = cfg.observations.ttc_horizon_s
+            extras.append(step_extras(res, env.length, env.width, logged, steps, horizon))
             # status of this step; a world that just reset shows its last state (captured before reset)
             status = _np(env.status)
             st = env.engine.state()
@@ -143,6 +150,15 @@ def record_episodes(
 
         if ks > n:  # agents the world had no slot for are not drawn
             scene = replace(scene, agent_valid=scene.agent_valid & (np.arange(ks) < n))
+
+        def extra(name: str, wi: int = wi, t_end: int = t_end, ks: int = ks, n: int = n) -> np.ndarray:
+            # (T, ks): NaN at step 0 (the spawn) and in the empty slots
+            out = np.full((t_end, ks), np.nan, dtype=np.float32)
+            if t_end > 1:
+                out[1:, :n] = np.stack([e[name][wi, :n] for e in extras[: t_end - 1]])
+            return out
+
+        terms = sorted(name.removeprefix("term:") for name in extras[0] if name.startswith("term:"))
         records.append(
             EpisodeRecord(
                 scene=scene,
@@ -152,6 +168,10 @@ def record_episodes(
                 status=column(3),
                 dt_s=cfg.dt_s,
                 title=scene.name,
+                ttc_s=extra("ttc_s"),
+                drac_mps2=extra("drac_mps2"),
+                reward=extra("reward"),
+                reward_terms={name: extra(f"term:{name}") for name in terms},
             )
         )
     return records

@@ -60,15 +60,22 @@ def demo(args: DemoArgs) -> dict[str, Any]:
     ckpt = args.out / "train" / "checkpoints" / "latest.pt"
     engine = train_args.engine
     metrics = evaluate(EvalArgs(checkpoint=ckpt, out=args.out, engine=engine, episodes=args.eval_scenes))
-    gif = render(RenderArgs(out=args.out / "episodes.gif", engine=engine, checkpoint=ckpt))
+    # one recording of 8 held-out scenes: the GIF shows the first 4, the HTML replay all 8
+    gif, html = render(
+        RenderArgs(
+            out=args.out / "episodes.gif", engine=engine, checkpoint=ckpt, panels=8, formats=("gif", "html")
+        )
+    )
     curve = args.out / "learning_curve.png"
     plot_learning_curve(trainer.history, curve, title="demo: PPO on procedural scenes (kinematic)")
     wall = time.perf_counter() - t0
-    _write_report(args.out, trainer, metrics, gif, wall)
+    _write_report(args.out, trainer, metrics, gif, html, wall)
     return metrics
 
 
-def _write_report(out: Path, trainer: Trainer, metrics: dict[str, Any], gif: Path, wall: float) -> None:
+def _write_report(
+    out: Path, trainer: Trainer, metrics: dict[str, Any], gif: Path, html: Path, wall: float
+) -> None:
     spec = spec_to_dict(trainer.spec)
 
     def row(label: str, key: str) -> str:
@@ -93,6 +100,7 @@ Total wall time {wall / 60:.1f} min on {torch.get_num_threads()} torch threads.
 {rows}
 
 Files: `metrics.json`, `metrics.png`, `learning_curve.png`, `{gif.name}` (top-down video),
+`{html.name}` (the same episodes as a replay to open in a browser: play, scrub, zoom, click an agent),
 `train/` (checkpoints, `config.json`, `history.json`, TensorBoard logs in `train/tensorboard`).
 Reproduce: `scenefactory demo --out {out}`.
 """

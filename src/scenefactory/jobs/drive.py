@@ -16,6 +16,7 @@ from scenefactory.bounds import AUTO, MAX_AGENTS
 from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.evaluation.bench import bench_drive
+from scenefactory.evaluation.html_replay import write_html_replay
 from scenefactory.evaluation.human import (
     agent_counts,
     describe_counts,
@@ -24,6 +25,7 @@ from scenefactory.evaluation.human import (
     write_figures,
 )
 from scenefactory.evaluation.plots import plot_learning_curve, plot_metric_bars
+from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.evaluation.render import render_episodes_gif
 from scenefactory.evaluation.rollout import EXPERT, record_episodes
 from scenefactory.evaluation.rollout import evaluate as evaluate_policy
@@ -55,6 +57,13 @@ BENCH_SCENES = 24
 """Procedural training scenes ``bench drive`` cycles through (from ``--seed``)."""
 RENDER_SEED_OFFSET = 7
 """``render drive`` of a checkpoint shows evaluation scenes from ``--seed`` + this."""
+RENDER_FORMATS = ("gif", "html")
+"""What ``render drive`` writes: a GIF (up to :data:`GIF_PANELS` scenes side by side) and the HTML
+replay (:mod:`~scenefactory.evaluation.html_replay`), both from one recording."""
+GIF_PANELS = 4
+"""The most scenes a GIF shows side by side."""
+HTML_WORLDS = 8
+"""The most scenes ``render drive`` and ``eval drive --html-worlds`` put in one HTML replay."""
 
 METRIC_KEYS = (
     "goal_reach_rate",
@@ -201,7 +210,9 @@ def train(args: TrainArgs, ppo: PPOConfig | None = None) -> Trainer:
 class EvalArgs:
     """Arguments of ``eval drive`` of a checkpoint: its policy on ``episodes`` held-out scenes, in
     ``worlds`` parallel worlds (procedural ones from ``seed``'s evaluation range, or the first
-    ``episodes`` of ``scenes_dir``'s ``scene_split``), the environment and the policy on ``device``."""
+    ``episodes`` of ``scenes_dir``'s ``scene_split``), the environment and the policy on ``device``;
+    ``html_worlds`` > 0: also ``episodes.html``, the replay of the first ``html_worlds`` scenes (at
+    most :data:`HTML_WORLDS`; one more rollout of those scenes, recorded step by step)."""
 
     checkpoint: Path
     out: Path
@@ -212,6 +223,7 @@ class EvalArgs:
     worlds: int = 64
     scenes_dir: Path | None = None
     scene_split: str = "all"
+    html_worlds: int = 0
 
 
 def evaluate(args: EvalArgs) -> dict[str, Any]:
@@ -222,6 +234,8 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
     policy's (``metrics["human_baseline"]``, ``metrics.md``)."""
     if args.episodes < 1:
         raise UserError(f"--episodes must be a positive integer, got {args.episodes}")
+    if not 0 <= args.html_worlds <= HTML_WORLDS:
+        raise UserError(f"--html-worlds must be between 0 and {HTML_WORLDS}, got {args.html_worlds}")
     engine, tier = args.engine, args.engine.tier
     policy = load_policy(args.checkpoint)
     if args.device != "cpu":  # the actor where the observations are (it loads on the CPU)
@@ -278,6 +292,15 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
         args.out / "metrics.png",
         title=f"{metrics['episodes']} agent-episodes on {len(scenes)} scenes ({tier})",
     )
+    if args.html_worlds:
+        shown = fitted[: args.html_worlds]
+        console.print(f"recording {len(shown)} scenes for episodes.html ...")
+        records = record_episodes(policy.act, task, shown, engine=engine, seed=args.seed, device=args.device)
+        baseline = None
+        if any(sc.log is not None for sc in shown):
+            baseline = _baseline_records(task, shown, engine, args.seed, args.device)
+        info = {"policy": str(args.checkpoint), "engine": tier}
+        write_episodes(records, args.out / "episodes.gif", ("html",), baseline, info)
     return metrics
 
 
@@ -341,7 +364,10 @@ class RenderArgs:
     """Arguments of ``render drive``: a GIF (``out``) of ``panels`` scenes side by side, driven by
     the policy of ``checkpoint`` (on held-out scenes from ``seed`` + :data:`RENDER_SEED_OFFSET`, or
     those of ``scenes_dir``), or with no checkpoint by the logged drivers of ``scenes_dir``'s scenes
-    (``agents`` per world, or ``"auto"``); ``device`` as for :class:`TrainArgs`."""
+    (``agents`` per world, or ``"auto"``); ``device`` as for :class:`TrainArgs`. ``formats``: any of
+    :data:`RENDER_FORMATS`, each written to ``out`` with its suffix (``.gif``, ``.html``) from the
+    same recording; a GIF shows the first :data:`GIF_PANELS` scenes, the HTML replay up to
+    :data:`HTML_WORLDS` (with the logged drivers' run beside a policy's on scenes with logs)."""
 
     out: Path
     engine: EngineSpec = field(default_factory=EngineSpec)
@@ -352,14 +378,24 @@ class RenderArgs:
     scenes_dir: Path | None = None
     agents: int | str = 8
     scene_split: str = "all"
+    formats: tuple[str, ...] = ("gif",)
 
 
-def render(args: RenderArgs) -> Path:
-    """Top-down GIF of the policy (or the logged drivers) on the scenes; returns its path."""
-    if not 1 <= args.panels <= 4:
-        raise UserError(f"--panels must be between 1 and 4, got {args.panels}")
-    if args.out.suffix.lower() != ".gif":
-        raise UserError(f"--out must name a .gif file, got '{args.out}'")
+def render(args: RenderArgs) -> list[Path]:
+    """Top-down GIF and/or HTML replay of the policy (or the logged drivers) on the scenes, from one
+    recording; returns the paths written."""
+    bad = [f for f in args.formats if f not in RENDER_FORMATS]
+    if bad or not args.formats:
+        raise UserError(f"--format must be one or more of {', '.join(RENDER_FORMATS)}, got {args.formats}")
+    most = GIF_PANELS if tuple(args.formats) == ("gif",) else HTML_WORLDS
+    if not 1 <= args.panels <= most:
+        raise UserError(
+            f"--panels must be between 1 and {most} for --format {'+'.join(args.formats)}"
+            f" (a GIF shows up to {GIF_PANELS}, an HTML replay up to {HTML_WORLDS}), got {args.panels}"
+        )
+    if args.out.suffix.lower() not in (".gif", ".html"):
+        raise UserError(f"--out must name a .gif or .html file, got '{args.out}'")
+    baseline: list[EpisodeRecord | None] | None = None
     if args.checkpoint is None:
         if args.scenes_dir is None:
             raise UserError("render drive needs --checkpoint PATH, or --policy expert with --scenes DIR")
@@ -367,6 +403,7 @@ def render(args: RenderArgs) -> Path:
         k = resolve_agents(args.agents, scenes, args.scenes_dir)
         task = DrivingTaskConfig(agents_per_world=k)
         agents_left_out(scenes, k, args.scenes_dir, "--agents")
+        scenes = [replay_beyond(sc, k) for sc in scenes]  # as the pool plays them: drawn as logged
         records = record_episodes(
             EXPERT, task, scenes, engine=args.engine, seed=args.seed, device=args.device
         )
@@ -380,11 +417,43 @@ def render(args: RenderArgs) -> Path:
         cycle = signal_cycle(policy.task_cfg)
         scenes = eval_scenes(args.panels, k, first, args.scenes_dir, cycle, args.scene_split)
         agents_left_out(scenes, k, args.scenes_dir, "the checkpoint's agents per world")
+        scenes = [replay_beyond(sc, k) for sc in scenes]  # as the pool plays them: drawn as logged
         records = record_episodes(
             policy.act, policy.task_cfg, scenes, engine=args.engine, seed=args.seed, device=args.device
         )
+        if "html" in args.formats and any(sc.log is not None for sc in scenes):
+            baseline = _baseline_records(policy.task_cfg, scenes, args.engine, args.seed, args.device)
     records = [replace(r, title=f"{r.title} ({args.engine.tier})") for r in records]
-    return render_episodes_gif(records, args.out)
+    who = "logged drivers (expert)" if args.checkpoint is None else f"policy {args.checkpoint}"
+    return write_episodes(
+        records, args.out, args.formats, baseline, {"policy": who, "engine": args.engine.tier}
+    )
+
+
+def _baseline_records(
+    task: DrivingTaskConfig, scenes: list[Scene], engine: EngineSpec, seed: int, device: str
+) -> list[EpisodeRecord | None]:
+    """The logged drivers' run of each scene (``None`` for a scene without a log), for the replay."""
+    records = record_episodes(EXPERT, task, scenes, engine=engine, seed=seed, device=device)
+    return [r if sc.log is not None else None for r, sc in zip(records, scenes, strict=True)]
+
+
+def write_episodes(
+    records: list[EpisodeRecord],
+    out: Path,
+    formats: tuple[str, ...],
+    baseline: list[EpisodeRecord | None] | None = None,
+    info: dict[str, Any] | None = None,
+) -> list[Path]:
+    """Write one recording as ``out`` with each format's suffix: the GIF of its first
+    :data:`GIF_PANELS` episodes, the HTML replay of all (with ``baseline`` ghosts and ``info``)."""
+    paths = []
+    if "gif" in formats:
+        paths.append(render_episodes_gif(records[:GIF_PANELS], out.with_suffix(".gif")))
+    if "html" in formats:
+        title = f"scenefactory replay: {out.with_suffix('').name}"
+        paths.append(write_html_replay(records, out.with_suffix(".html"), baseline, title=title, info=info))
+    return paths
 
 
 # ------------------------------------------------------------------------------------------ bench
