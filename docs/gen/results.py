@@ -1,0 +1,624 @@
+"""Results pages of the docs site, made from the result files, never typed by hand.
+
+Every ``*.json`` under ``benchmarks/results/`` (subfolders too) becomes one section of a results page,
+with the command that wrote it, its seed and the machine beside its figures:
+
+- a file the benchmarks wrote (``benchmarks/*.py``, ``scenefactory bench``) goes to
+  ``results/benchmarks.md``; files this module knows (:data:`KNOWN`) get a table made for them, any
+  other file a generic table of every number it holds, so that a new benchmark's JSON appears without
+  a code change;
+- a *result record* (a file with ``"schema": "scenefactory.result/1"``: title, command, seed,
+  machine, date, source, tables) goes to ``results/experiments.md``, or to a model card page when it
+  names a shipped ``policy``.
+
+Where a file does not say its command, :data:`KNOWN` gives the command that writes it (the benchmark
+scripts' defaults); where nothing says it, the page says "not recorded". Pure functions of the files:
+``pages(repo_root)`` returns ``{page path: markdown}``; the MkDocs hook (``docs/hooks/generate.py``)
+adds them to the site at build time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path("benchmarks/results")
+RECORD_SCHEMA = "scenefactory.result/1"
+POLICIES_DIR = Path("src/scenefactory/go1/policies")
+
+
+class ResultFileError(ValueError):
+    """A result file the generator cannot read: names the file and what is wrong."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# formatting
+
+
+def fmt(value: Any) -> str:
+    """A number as a page shows it: integers with thousands separators, floats to 3-4 significant
+    digits (large ones rounded to integers), everything else as text."""
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if isinstance(value, bool) else "—"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        if value == 0 or abs(value) >= 0.01:
+            return f"{value:.3f}"
+        return f"{value:.2e}"
+    return str(value)
+
+
+def table(header: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    """A Markdown table; cells go through :func:`fmt` unless they are already text."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [c if isinstance(c, str) else fmt(c) for c in row]
+        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def flatten(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every leaf of nested dicts and lists as ``(dotted.path, value)``, in file order."""
+    if isinstance(data, dict):
+        out: list[tuple[str, Any]] = []
+        for k, v in data.items():
+            out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(data, list) and data and any(isinstance(v, dict | list) for v in data):
+        out = []
+        for i, v in enumerate(data):
+            out += flatten(v, f"{prefix}[{i}]")
+        return out
+    if isinstance(data, list):
+        return [(prefix, ", ".join(fmt(v) for v in data))]
+    return [(prefix, data)]
+
+
+def machine_line(machine: Any) -> str:
+    """One line describing the machine a file says it ran on."""
+    if not isinstance(machine, dict) or not machine:
+        return str(machine) if machine else "not recorded"
+    parts = []
+    if "cpu_count" in machine:
+        parts.append(f"{machine['cpu_count']} CPU cores")
+    for key in ("device", "gpu", "processor"):
+        if machine.get(key):
+            parts.append(str(machine[key]))
+    if "torch" in machine:
+        parts.append(f"torch {machine['torch']}")
+    if "torch_threads" in machine:
+        parts.append(f"{machine['torch_threads']} torch threads")
+    if "python" in machine:
+        parts.append(f"Python {machine['python']}")
+    rest = [
+        f"{k} {v}"
+        for k, v in machine.items()
+        if k
+        not in {"cpu_count", "device", "gpu", "processor", "torch", "torch_threads", "python", "platform"}
+    ]
+    return ", ".join(parts + rest) or json.dumps(machine)
+
+
+def find_seed(data: Any) -> Any:
+    """The file's top-level ``seed``, else the first ``seed`` found inside it, else None."""
+    if isinstance(data, dict):
+        if "seed" in data and not isinstance(data["seed"], dict | list):
+            return data["seed"]
+        for v in data.values():
+            s = find_seed(v)
+            if s is not None:
+                return s
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# known benchmark files: a command when the file has none, and a table made for them
+
+
+def _casps_table(d: dict[str, Any]) -> str:
+    casps = d["casps"]
+    rows = [[k.replace("_", " "), v] for k, v in casps.items()]
+    rows += [[f"ratio: {k.replace('_', ' ')}", f"{v:.2f}×"] for k, v in d.get("ratios", {}).items()]
+    out = table(["measure", "controlled-agent steps/s (CASPS)"], rows)
+    train = d.get("training")
+    if train:
+        out += "\n\nOne PPO iteration at the demo's size:\n\n" + table(
+            ["threads", "collection (s)", "learning (s)", "agent steps/s"],
+            [
+                [k.replace("threads_", ""), v["collect_s"], v["learn_s"], v["steps_per_s"]]
+                for k, v in train.items()
+            ],
+        )
+    return out
+
+
+def _bench_table(d: dict[str, Any]) -> str:
+    keys = [
+        "engine",
+        "worlds",
+        "agents_per_world",
+        "physics_hz",
+        "policy_hz",
+        "baseline",
+        "steps",
+        "casps",
+        "active_casps",
+        "active_fraction",
+    ]
+    return table(["field", "value"], [[k, d[k]] for k in keys if k in d])
+
+
+def _engines_vs_table(d: dict[str, Any]) -> str:
+    rows = []
+    for engine, points in d["results"].items():
+        for worlds, p in points.items():
+            rows.append(
+                [
+                    engine,
+                    worlds,
+                    d.get("agents_per_world"),
+                    p["casps"],
+                    p.get("active_slot_fraction"),
+                    p.get("memory", {}).get("bytes_per_world"),
+                ]
+            )
+    return table(["engine", "worlds", "agents", "CASPS", "active slot fraction", "bytes per world"], rows)
+
+
+def _go1_table(d: dict[str, Any]) -> str:
+    if "env_steps_per_s" in d:
+        rows = [
+            [
+                t,
+                d["env_steps_per_s"][t],
+                d["ppo_iteration"][t]["collect_s"],
+                d["ppo_iteration"][t]["learn_s"],
+                d["ppo_iteration"][t]["steps_per_s"],
+            ]
+            for t in d["env_steps_per_s"]
+        ]
+        head = f"{d['envs']:,} robots" + (f", {d['task']}" if "task" in d else ", flat ground")
+        return (
+            head
+            + "\n\n"
+            + table(
+                [
+                    "threads",
+                    "env steps/s",
+                    "PPO iteration: collection (s)",
+                    "learning (s)",
+                    "steps/s with learning",
+                ],
+                rows,
+            )
+        )
+    rows = [[n, p["env_steps_per_s"], p["physics_only_policy_steps_per_s"]] for n, p in d["points"].items()]
+    return table(["robots", "env steps/s", "physics only, policy steps/s"], rows)
+
+
+def _learned_table(d: dict[str, Any]) -> str:
+    rows = [
+        [k, v["casps"], f"{v['over_mujoco']:.1f}×" if "over_mujoco" in v else "1×", v.get("model", "—")]
+        for k, v in d["engines"].items()
+    ]
+    return f"{d['worlds']} worlds × {d['agents_per_world']} agents, full environment step\n\n" + table(
+        ["engine", "CASPS", "over mujoco", "model file"], rows
+    )
+
+
+def _real_scenes_table(d: dict[str, Any]) -> str:
+    out = []
+    if "map_size" in d:
+        rows = [
+            [
+                k,
+                v.get("road_points_per_scene", {}).get("mean"),
+                v.get("road_points_per_scene", {}).get("max"),
+                v["casps"],
+                v.get("active_slot_fraction"),
+            ]
+            for k, v in d["map_size"].items()
+        ]
+        out.append(
+            table(["scenes", "road points per scene (mean)", "max", "CASPS", "active slot fraction"], rows)
+        )
+    for key, v in d.items():
+        if key in {"map_size", "machine"} or not isinstance(v, dict):
+            continue
+        rows = [[k, fmt(x)] for k, x in flatten(v) if isinstance(x, int | float) and not isinstance(x, bool)]
+        if rows:
+            out.append(f"**{key}**\n\n" + table(["field", "value"], rows[:40]))
+    return "\n\n".join(out)
+
+
+def _scene_loading_table(d: dict[str, Any]) -> str:
+    m = d["per_scene_means"]
+    rows = [[k.replace("_", " "), v] for k, v in m.items()]
+    out = f"{d['corpus']['num_scenarios']:,} synthetic real-format scenarios, per scene:\n\n"
+    out += table(["phase or size", "per scene"], rows)
+    tr = d.get("training")
+    if tr:
+        out += "\n\nTraining on the loaded pool: " + ", ".join(
+            f"{k.replace('_', ' ')} {fmt(v)}" for k, v in tr.items() if isinstance(v, int | float)
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Known:
+    """A result file this module recognizes by name (a glob on its path under benchmarks/results)."""
+
+    pattern: str
+    title: str
+    command: str
+    render: Callable[[dict[str, Any]], str] | None = None
+    seed: str | None = None  # when the script fixes the seed and the file does not say it
+
+
+KNOWN: tuple[Known, ...] = (
+    Known(
+        "drive_throughput_kinematic.json",
+        "Driving throughput, kinematic tier (256 worlds × 16 agents)",
+        ".venv/bin/python benchmarks/drive_throughput.py --engine kinematic",
+        _casps_table,
+    ),
+    Known(
+        "drive_throughput_mujoco_120hz_policy30hz.json",
+        "Driving throughput, mujoco tier at 120 Hz physics / 30 Hz policy (256 worlds × 16 agents)",
+        ".venv/bin/python benchmarks/drive_throughput.py --engine mujoco --physics-hz 120 --policy-hz 30",
+        _casps_table,
+    ),
+    Known(
+        "drive_throughput_mujoco_vs_mujoco-warp*",
+        "MuJoCo C against MuJoCo Warp on the CPU",
+        ".venv/bin/python benchmarks/drive_throughput.py --engine mujoco mujoco-warp --device cpu "
+        "--worlds 16 --agents 4 --policy-hz 30 --steps 60 --warmup 10",
+        _engines_vs_table,
+    ),
+    Known(
+        "bench_mujoco_256x16_120hz_policy10hz.json",
+        "`bench drive`, mujoco tier at its defaults",
+        "scenefactory bench drive --engine mujoco --worlds 256 --agents 16 --out FILE.json",
+        _bench_table,
+    ),
+    Known(
+        "bench_mujoco_256x16_120hz_policy10hz_baseline.json",
+        "`bench drive --baseline`: worlds stepped one by one in Python",
+        "scenefactory bench drive --engine mujoco --worlds 256 --agents 16 --baseline --out FILE.json",
+        _bench_table,
+    ),
+    Known(
+        "bench_drive_*.json",
+        "`bench drive`",
+        "scenefactory bench drive … (see the Makefile's bench target)",
+        _bench_table,
+    ),
+    Known(
+        "go1_throughput.json",
+        "Go1 throughput, flat ground",
+        ".venv/bin/python benchmarks/go1_throughput.py",
+        _go1_table,
+    ),
+    Known(
+        "go1_throughput_scan.json",
+        "Go1 throughput, the height-scan recipe's task",
+        ".venv/bin/python benchmarks/go1_throughput.py --scan",
+        _go1_table,
+        "0 (fixed in the script)",
+    ),
+    Known(
+        "go1_throughput_mujoco-warp_*.json",
+        "Go1 throughput on MuJoCo Warp",
+        ".venv/bin/python benchmarks/go1_throughput.py --engine mujoco-warp --envs 16 --steps 20",
+        _go1_table,
+    ),
+    Known(
+        "learned_vs_mujoco.json",
+        "Learned dynamics engines against mujoco",
+        ".venv/bin/python benchmarks/learned_vs_mujoco.py --dynamics-model runs/fit_mlp/model.pt "
+        "--dynamics-model runs/fit_gru/model.pt",
+        _learned_table,
+    ),
+    Known(
+        "real_scenes.json",
+        "Real-format scenes: map size and busy worlds",
+        ".venv/bin/python benchmarks/real_scenes.py",
+        _real_scenes_table,
+    ),
+    Known(
+        "scene_loading.json",
+        "Loading 10,000 real-format scenes",
+        ".venv/bin/python benchmarks/scene_loading.py --scenes 10000 --cold-scenes 100",
+        _scene_loading_table,
+    ),
+)
+
+
+def known(rel: str) -> Known | None:
+    """The first :data:`KNOWN` entry whose pattern matches the file's name."""
+    name = rel.rsplit("/", 1)[-1]
+    for k in KNOWN:
+        if fnmatch.fnmatch(name, k.pattern):
+            return k
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# sections
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """One JSON file under benchmarks/results: its path relative to the repository and its content."""
+
+    rel: str
+    data: Any
+
+    @property
+    def is_record(self) -> bool:
+        return isinstance(self.data, dict) and self.data.get("schema") == RECORD_SCHEMA
+
+
+def load(root: Path) -> list[ResultFile]:
+    """Every ``*.json`` under ``root/benchmarks/results``, records by their ``order`` (then path), the
+    rest by path; a file that is not JSON, or a record missing a required field, is a
+    :class:`ResultFileError` naming the file."""
+    out = []
+    for path in sorted((root / RESULTS_DIR).rglob("*.json")):
+        rel = path.relative_to(root).as_posix()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ResultFileError(f"{rel}: not valid JSON ({e})") from e
+        rf = ResultFile(rel, data)
+        if rf.is_record:
+            check_record(rf)
+        out.append(rf)
+    return sorted(out, key=lambda f: (f.data.get("order", 1000) if f.is_record else 0, f.rel))
+
+
+RECORD_FIELDS = ("title", "command", "seed", "machine", "date", "source", "tables")
+
+
+def check_record(rf: ResultFile) -> None:
+    """A result record must say what ran, where, when and where its figures come from."""
+    missing = [f for f in RECORD_FIELDS if f not in rf.data]
+    if missing:
+        raise ResultFileError(
+            f"{rf.rel}: result record without {', '.join(missing)} (expected {RECORD_FIELDS})"
+        )
+    for i, t in enumerate(rf.data["tables"]):
+        if not isinstance(t, dict) or "columns" not in t or "rows" not in t:
+            raise ResultFileError(f"{rf.rel}: tables[{i}] needs 'columns' and 'rows'")
+        for j, row in enumerate(t["rows"]):
+            if len(row) != len(t["columns"]):
+                raise ResultFileError(
+                    f"{rf.rel}: tables[{i}].rows[{j}] has {len(row)} cells, expected {len(t['columns'])}"
+                )
+
+
+def provenance(
+    command: str, seed: Any, machine: str, source: str, extra: Iterable[tuple[str, str]] = ()
+) -> str:
+    """The block beside each result: command, seed, machine, file."""
+    lines = [
+        f"- **Command**: `{command}`" if command else "- **Command**: not recorded in the file",
+        f"- **Seed**: {fmt(seed) if seed is not None else 'not recorded'}",
+        f"- **Machine**: {machine}",
+    ]
+    lines += [f"- **{k}**: {v}" for k, v in extra]
+    lines.append(f"- **From**: {source}")
+    return "\n".join(lines)
+
+
+def anchor(rel: str) -> str:
+    """A stable heading id for a result file."""
+    return (
+        rel.removeprefix(str(RESULTS_DIR) + "/")
+        .removesuffix(".json")
+        .replace("/", "-")
+        .replace("_", "-")
+        .replace(".", "-")
+        .lower()
+    )
+
+
+def title_of(rf: ResultFile) -> str:
+    """A file's heading: its record title, a known file's title, or its name."""
+    if rf.is_record:
+        return str(rf.data["title"])
+    k = known(rf.rel)
+    return k.title if k else rf.rel.rsplit("/", 1)[-1].removesuffix(".json").replace("_", " ")
+
+
+def benchmark_section(rf: ResultFile) -> str:
+    """One benchmark file: title, provenance and its table (a made-to-measure one or the generic one)."""
+    d = rf.data if isinstance(rf.data, dict) else {"values": rf.data}
+    k = known(rf.rel)
+    title = title_of(rf)
+    command = d.get("command") or d.get("argv") or (k.command if k else "")
+    if isinstance(command, list):
+        command = " ".join(command)
+    body = ""
+    if k and k.render:
+        try:
+            body = k.render(d)
+        except (KeyError, TypeError, AttributeError):
+            body = ""  # the file's layout changed: fall back to every number it holds
+    if not body:
+        rows = [[p, v] for p, v in flatten({k2: v for k2, v in d.items() if k2 != "machine"})]
+        body = table(["field", "value"], rows)
+    src = f"`{rf.rel}`"
+    seed = find_seed(d)
+    if seed is None and k is not None:
+        seed = k.seed
+    return (
+        f"## {title} {{#{anchor(rf.rel)}}}\n\n"
+        + provenance(str(command), seed, machine_line(d.get("machine")), src)
+        + "\n\n"
+        + body
+        + "\n"
+    )
+
+
+def record_tables(d: dict[str, Any]) -> str:
+    """A record's tables, each with its caption and notes."""
+    parts = []
+    for t in d["tables"]:
+        if t.get("caption"):
+            parts.append(f"**{t['caption']}**")
+        parts.append(table(t["columns"], t["rows"]))
+        if t.get("notes"):
+            parts.append(t["notes"])
+    return "\n\n".join(parts)
+
+
+def record_section(rf: ResultFile, level: int = 2) -> str:
+    """One result record: title, provenance, notes and tables."""
+    d = rf.data
+    extra = [
+        (k.replace("_", " ").capitalize(), str(d[k])) for k in ("date", "episodes", "wall_time") if k in d
+    ]
+    out = f"{'#' * level} {d['title']} {{#{anchor(rf.rel)}}}\n\n"
+    out += provenance(
+        d["command"], d["seed"], machine_line(d["machine"]), f"`{rf.rel}`; {d['source']}", extra
+    )
+    if d.get("summary"):
+        out += "\n\n" + d["summary"]
+    out += "\n\n" + record_tables(d)
+    if d.get("conclusion"):
+        out += "\n\n" + d["conclusion"]
+    return out + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# pages
+
+GENERATED = (
+    "<!-- Generated by docs/gen/results.py from benchmarks/results at build time: edit the JSON files. -->\n"
+)
+
+
+def benchmarks_page(files: list[ResultFile]) -> str:
+    bench = [f for f in files if not f.is_record]
+    head = (
+        GENERATED
+        + "# Benchmarks\n\nEvery table below is one file of `benchmarks/results/`, rendered when the "
+        "site is built. CASPS = policy steps × controlled agents per wall-clock second of the full "
+        "environment step (batched policy inference, engine with its physics substeps, rewards, "
+        "terminations, resets, observations); the baseline steps worlds one after another in Python. "
+        "A file added there appears here on the next build. Machine descriptions come from the files; "
+        "timing on a shared machine varies by tens of percent between runs.\n\n"
+    )
+    toc = "\n".join(f"- [{title_of(f)}](#{anchor(f.rel)})" for f in bench)
+    return head + toc + "\n\n" + "\n".join(benchmark_section(f) for f in bench)
+
+
+def experiments_page(files: list[ResultFile]) -> str:
+    recs = [f for f in files if f.is_record and not f.data.get("policy")]
+    head = (
+        GENERATED + "# Experiments\n\nEach section is one result record in `benchmarks/results/` (schema "
+        f"`{RECORD_SCHEMA}`): the command that produced it, its seeds, the machine and where the figures "
+        "come from. Rates are over agent-episodes with Wilson 95 % intervals unless a table says otherwise. "
+        "Rerun the command to re-measure with today's code.\n\n"
+    )
+    toc = "\n".join(f"- [{f.data['title']}](#{anchor(f.rel)})" for f in recs)
+    return head + toc + "\n\n" + "\n".join(record_section(f) for f in recs)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def model_card(rf: ResultFile, root: Path) -> str:
+    """A shipped policy's page: what it is, the recipe that remakes it, the policy file's size and
+    SHA-256 (computed from the file), and its measured tables."""
+    d = rf.data
+    policy = root / d["policy"]
+    if not policy.is_file():
+        raise ResultFileError(f"{rf.rel}: policy {d['policy']} does not exist")
+    out = GENERATED + f"# Model card: {policy.stem}\n\n{d.get('summary', '')}\n\n"
+    facts = [
+        ["file", f"`{d['policy']}`"],
+        ["size", f"{policy.stat().st_size / 1024:,.0f} KB"],
+        ["SHA-256", f"`{sha256(policy)}`"],
+    ]
+    facts += [[k.replace("_", " "), str(v)] for k, v in d.get("facts", {}).items()]
+    out += table(["", ""], facts) + "\n\n"
+    out += (
+        provenance(
+            d["command"],
+            d["seed"],
+            machine_line(d["machine"]),
+            f"`{rf.rel}`; {d['source']}",
+            [("Date", str(d["date"]))],
+        )
+        + "\n\n"
+    )
+    if d.get("recipe"):
+        out += "## Recipe\n\n" + d["recipe"] + "\n\n"
+    out += "## Measured\n\n" + record_tables(d) + "\n"
+    if d.get("conclusion"):
+        out += "\n## Limits\n\n" + d["conclusion"] + "\n"
+    return out
+
+
+def model_card_path(rf: ResultFile) -> str:
+    return f"results/{Path(rf.data['policy']).stem.replace('_', '-')}.md"
+
+
+def overview_page(files: list[ResultFile]) -> str:
+    """The headline figures: each record's ``headline`` rows, linked to their section."""
+    rows = []
+    for f in files:
+        if not isinstance(f.data, dict):
+            continue
+        for h in f.data.get("headline", []):
+            page = (
+                model_card_path(f)
+                if f.data.get("policy")
+                else ("results/experiments.md" if f.is_record else "results/benchmarks.md")
+            )
+            link = page.removeprefix("results/") + ("" if f.data.get("policy") else f"#{anchor(f.rel)}")
+            rows.append([h["what"], h["value"], f"[{f.data.get('title', f.rel)}]({link})"])
+    bench = [f for f in files if not f.is_record]
+    out = (
+        GENERATED + "# Results\n\nWhat the project has measured, each figure with the command that made it. "
+        "The pages are generated from the JSON files in `benchmarks/results/` when the site is built:\n\n"
+        "- [Benchmarks](benchmarks.md): throughput and loading, one section per file "
+        f"({len(bench)} files).\n"
+        "- [Experiments](experiments.md): transfer, grounding, weather and the Go1 terrain targets.\n"
+    )
+    for f in files:
+        if f.is_record and f.data.get("policy"):
+            page = model_card_path(f).removeprefix("results/")
+            out += f"- [Model card: {Path(f.data['policy']).stem}]({page})\n"
+    out += "\n## Headline figures\n\n" + table(["what", "value", "from"], rows) + "\n"
+    return out
+
+
+def pages(root: Path) -> dict[str, str]:
+    """``{page path under docs/: markdown}`` for every results page."""
+    files = load(root)
+    out = {
+        "results/index.md": overview_page(files),
+        "results/benchmarks.md": benchmarks_page(files),
+        "results/experiments.md": experiments_page(files),
+    }
+    for f in files:
+        if f.is_record and f.data.get("policy"):
+            out[model_card_path(f)] = model_card(f, root)
+    return out

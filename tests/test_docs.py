@@ -1,0 +1,204 @@
+"""The documentation does what it says: the getting-started commands run as written (at test
+sizes), the generated reference lists every flag of the parser, the results pages show every result
+file with its command, seed and machine, and a docs build with the site's link validation fails on a
+broken link. The full site build (``mkdocs build --strict``) is ``make docs``, part of ``make test``."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scenefactory.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "gen"))
+
+import cli_reference  # noqa: E402
+import results  # noqa: E402
+
+SIZES = {"--worlds": "4", "--agents": "2", "--iterations": "2", "--episodes": "3", "--seconds": "1"}
+"""Test sizes put in place of a page's (the flags stay the page's; only their numbers shrink)."""
+EXTRA = {
+    ("train", "drive"): ["--train-scenes", "3"],
+    ("render", "drive"): ["--panels", "1"],
+    ("eval", "go1"): ["--quick"],
+}
+"""Size flags a page leaves at their defaults (120 procedural scenes; four panels; 10 s episodes)."""
+
+
+def page_commands(path: Path, task: str = "drive") -> list[list[str]]:
+    """Every ``scenefactory train|eval|render TASK`` line of the page's ``bash`` blocks, split as a
+    shell would (continuation lines joined, comments dropped)."""
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if (
+                words[:1] == ["scenefactory"]
+                and words[1:2] in (["train"], ["eval"], ["render"])
+                and task in words
+            ):
+                out.append(words[1:])
+    return out
+
+
+def at_test_size(words: list[str]) -> list[str]:
+    """The command with the numbers of :data:`SIZES` and the flags of :data:`EXTRA`."""
+    out = [SIZES.get(words[i - 1], w) if i else w for i, w in enumerate(words)]
+    return out + EXTRA.get((words[0], words[1]), [])
+
+
+def test_pages_hold_the_drive_quick_start() -> None:
+    """The README's quick start and the getting-started page hold the same train → eval → render
+    sequence, so the test below covers both."""
+    readme = page_commands(ROOT / "README.md")
+    page = page_commands(ROOT / "docs" / "getting-started.md")
+    assert [w[:2] for w in page] == [["train", "drive"], ["eval", "drive"], ["render", "drive"]]
+    assert readme == page
+
+
+def test_readme_python_example_runs_as_written(one_torch_thread: None) -> None:
+    """The README's Python snippet runs unchanged and steps the environment it builds."""
+    (code,) = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert tuple(scope["result"].reward.shape) == (2, 4)  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_getting_started_commands_run_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_torch_thread: None
+) -> None:
+    """Run the page's commands in order, in a fresh folder, with only their sizes shrunk: each exits
+    0 and leaves the files the page says it writes."""
+    monkeypatch.chdir(tmp_path)
+    page = ROOT / "docs" / "getting-started.md"
+    go1 = page_commands(page, "go1")
+    assert [w[:2] for w in go1] == [["eval", "go1"], ["render", "go1"]]
+    for words in page_commands(page) + go1:
+        assert main(at_test_size(words)) == 0, words
+    run = tmp_path / "runs" / "first"
+    assert (run / "checkpoints" / "latest.pt").is_file()
+    for name in ("config.json", "history.json"):
+        assert (run / name).is_file()
+    metrics = json.loads((run / "eval" / "metrics.json").read_text())
+    assert metrics["episodes"] > 0 and "goal_reach_rate_ci95" in metrics
+    assert (run / "episodes.gif").stat().st_size > 0
+    assert json.loads((tmp_path / "runs" / "go1_eval" / "metrics.json").read_text())
+    assert (tmp_path / "runs" / "go1_render" / "go1.mp4").stat().st_size > 0
+
+
+def _leaf_parsers() -> list[tuple[tuple[str, ...], object]]:
+    return [(w, p) for w, p, _ in cli_reference.commands(build_parser())]
+
+
+def test_cli_reference_lists_every_command_and_flag() -> None:
+    """Every sub-command of the real parser has a section, and every one of its flags is in it."""
+    page = cli_reference.page()
+    leaves = _leaf_parsers()
+    assert {" ".join(w) for w, _ in leaves} >= {
+        "train drive",
+        "eval go1",
+        "convert",
+        "experiment",
+        "deploy go1",
+    }
+    for words, parser in leaves:
+        start = page.index(f"{{#{cli_reference.slug(words)}}}")
+        nxt = page.find("{#cli-", start + 1)
+        section = page[start : nxt if nxt > 0 else None]
+        for action in parser._actions:  # type: ignore[attr-defined]
+            for option in action.option_strings:
+                if action.help != "==SUPPRESS==" and option not in ("-h", "--help"):
+                    assert f"`{option}`" in section, (words, option)
+
+
+def test_results_pages_show_every_file_with_command_seed_and_machine(tmp_path: Path) -> None:
+    """A result file the generator has never seen appears on the benchmarks page with its numbers
+    and provenance; a record appears on the experiments page with its tables."""
+    res = tmp_path / "benchmarks" / "results"
+    (res / "experiments").mkdir(parents=True)
+    (res / "wosac_new_metric.json").write_text(
+        json.dumps(
+            {
+                "command": "scenefactory bench wosac --out x.json",
+                "seed": 7,
+                "realism": {"meta": 0.6123},
+                "machine": {"cpu_count": 16, "gpu": "H100"},
+            }
+        )
+    )
+    record = {
+        "schema": results.RECORD_SCHEMA,
+        "title": "A new experiment",
+        "command": "scenefactory experiment x",
+        "seed": "0-2",
+        "machine": {"cpu_count": 2},
+        "date": "2026-12-07",
+        "source": "a test",
+        "tables": [{"columns": ["a", "b"], "rows": [["1", "0.25 [0.1, 0.4]"]]}],
+    }
+    (res / "experiments" / "x.json").write_text(json.dumps(record))
+    pages = results.pages(tmp_path)
+    bench = pages["results/benchmarks.md"]
+    assert "`scenefactory bench wosac --out x.json`" in bench and "**Seed**: 7" in bench
+    assert "| realism.meta | 0.612 |" in bench and "16 CPU cores, H100" in bench
+    exp = pages["results/experiments.md"]
+    assert "## A new experiment" in exp and "| 1 | 0.25 [0.1, 0.4] |" in exp
+
+
+def test_a_record_without_its_command_is_refused(tmp_path: Path) -> None:
+    """A figure without the command that made it is an error naming the file, not a silent gap."""
+    res = tmp_path / "benchmarks" / "results"
+    res.mkdir(parents=True)
+    (res / "bad.json").write_text(json.dumps({"schema": results.RECORD_SCHEMA, "title": "t", "tables": []}))
+    with pytest.raises(results.ResultFileError, match=r"bad\.json: result record without command"):
+        results.pages(tmp_path)
+    (res / "bad.json").write_text("{not json")
+    with pytest.raises(results.ResultFileError, match=r"bad\.json: not valid JSON"):
+        results.pages(tmp_path)
+
+
+def test_the_shipped_policy_has_a_model_card_with_its_recipe_and_hash() -> None:
+    """Every shipped policy file has a model card, and the card's SHA-256 is the file's."""
+    pages = results.pages(ROOT)
+    policies = sorted((ROOT / results.POLICIES_DIR).glob("*.pt"))
+    assert policies
+    for policy in policies:
+        card = pages.get(f"results/{policy.stem.replace('_', '-')}.md")
+        assert card is not None, (
+            f"{policy.name} has no model card (a record with 'policy' in benchmarks/results)"
+        )
+        assert results.sha256(policy) in card
+    assert "--recipe whole-body" in pages["results/go1-whole-body.md"]
+
+
+def test_link_validation_fails_the_build_on_a_broken_link(tmp_path: Path) -> None:
+    """The site's own ``validation`` settings, in strict mode, turn a link to a missing page into a
+    failed build (and the same site without the broken link builds)."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\nSee [the page](page.md).\n")
+    (docs / "page.md").write_text("# Page\n")
+    site = {
+        "site_name": "t",
+        "strict": True,
+        "validation": config["validation"],
+        "nav": ["index.md", "page.md"],
+    }
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(site))
+    build = [sys.executable, "-m", "mkdocs", "build", "-f", str(tmp_path / "mkdocs.yml")]
+    assert subprocess.run(build, capture_output=True, text=True).returncode == 0
+    (docs / "index.md").write_text("# Home\n\nSee [the page](missing.md) and [an anchor](page.md#nowhere).\n")
+    failed = subprocess.run(build, capture_output=True, text=True)
+    assert failed.returncode != 0
+    assert "missing.md" in failed.stderr and "nowhere" in failed.stderr
