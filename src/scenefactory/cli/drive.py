@@ -337,6 +337,10 @@ def bench(args: argparse.Namespace) -> int:
 
 def render(args: argparse.Namespace) -> int:
     """``render drive``: a checkpoint's held-out procedural scenes stay in the evaluation seed range."""
+    if args.format == "gif" and args.panels > 4:
+        raise UserError(
+            f"--panels must be between 1 and 4 for a GIF (up to 8 with --format html), got {args.panels}"
+        )
     from scenefactory.jobs import drive  # when the command runs: start-up time (module docstring)
 
     engine = engine_spec(args, drive.POLICY_HZ, f"the {drive.POLICY_HZ:g} Hz policy")
