@@ -78,7 +78,7 @@ def test_agents_beyond_k_are_replayed_seen_and_hit() -> None:
     cfg = DrivingTaskConfig(num_worlds=1, agents_per_world=1)
     env = DrivingEnv(cfg, [stalled_ahead()])
     assert env.num_replay == 1
-    assert torch.allclose(env.pool.replay_xy[0, 0, :3], torch.tensor([[17.0, 0.0]] * 3))
+    assert torch.allclose(env.pool.replay_xy[env.pool.replay_rows(0)][0, :3], torch.tensor([[17.0, 0.0]] * 3))
     near = neighbours(env)[0, 0, 0]
     assert near[-1] == 1.0  # a valid neighbour ...
     assert near[0] == pytest.approx(7.0 / cfg.observations.neighbor_range_m, abs=1e-5)  # 7 m ahead
@@ -102,10 +102,11 @@ def test_replayed_agents_follow_their_log_with_speed_along_yaw() -> None:
     env = DrivingEnv(DrivingTaskConfig(num_worlds=1, agents_per_world=1), [scene])
     p = env.pool
     assert env.num_replay == 2
-    assert torch.allclose(p.replay_vel[0, 0, 5], torch.tensor([-4.0, 0.0]), atol=1e-5)
-    assert torch.allclose(p.replay_xy[0, 1, 10], torch.tensor([63.0, 0.0]), atol=1e-5)
-    assert torch.allclose(p.replay_yaw[0, 0, 0], torch.tensor(np.pi, dtype=torch.float32))
-    assert bool(p.replay_valid[0, :, :60].all()) and p.replay_length[0].tolist() == [4.5, 4.5]
+    rows = p.replay_rows(0)  # the packed rows of scene 0
+    assert torch.allclose(p.replay_vel[rows][0, 5], torch.tensor([-4.0, 0.0]), atol=1e-5)
+    assert torch.allclose(p.replay_xy[rows][1, 10], torch.tensor([63.0, 0.0]), atol=1e-5)
+    assert torch.allclose(p.replay_yaw[rows][0, 0], torch.tensor(np.pi, dtype=torch.float32))
+    assert bool(p.replay_valid[rows][:, :60].all()) and p.replay_length[rows].tolist() == [4.5, 4.5]
 
 
 def test_agents_left_out_says_they_replay(capsys: pytest.CaptureFixture[str]) -> None:

@@ -151,7 +151,17 @@ def _symmetric_fill(
     return out.reshape(k, k, -1).permute(2, 0, 1).contiguous()
 
 
-def _ttc_and_drac_pairs(
+def agent_pairs(k: int, m: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices ``(i, j)``, ``i < j``, of the pairs of ``m`` objects with at least one of the first ``k``
+    (controlled agents): the ``k (k - 1) / 2`` agent pairs, then every agent with each of the
+    ``m - k`` other objects; ``k (k - 1) / 2 + k (m - k)`` pairs."""
+    i, j = _upper_pairs(k, device)
+    a = torch.arange(k, device=device).repeat_interleave(m - k)
+    b = torch.arange(k, m, device=device).repeat(k)
+    return torch.cat((i, a)), torch.cat((j, b))
+
+
+def ttc_drac_of_pairs(
     pos_xy: torch.Tensor,
     yaw: torch.Tensor,
     vel_xy: torch.Tensor,
@@ -159,14 +169,17 @@ def _ttc_and_drac_pairs(
     width: torch.Tensor,
     active: torch.Tensor,
     horizon_s: float,
+    pairs: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """TTC and DRAC over the 3x3 circle pairs of each agent pair ``i < j`` only (both are symmetric).
+    """TTC and DRAC over the 3x3 circle pairs of each object pair ``(i, j)``, ``i < j``: every such
+    pair (default) or the ``pairs`` given (both measures are symmetric, so one order suffices).
 
     Inputs are ``[B, K, ...]`` (one flat batch dim). Returns ``(ttc_s, drac_mps2, i, j)`` with
-    ``ttc_s``/``drac_mps2`` pair-major, ``[n_pairs, B]``.
+    ``ttc_s``/``drac_mps2`` pair-major, ``[n_pairs, B]``. A pair's values do not depend on which
+    other pairs are computed (every operation is elementwise over pairs).
     """
     k = active.shape[-1]
-    i, j = _upper_pairs(k, pos_xy.device)
+    i, j = _upper_pairs(k, pos_xy.device) if pairs is None else pairs
     centres, radius = circle_cover(pos_xy, yaw, length, width)
     # Agent-major features [K, 10, B]: circle x (3), circle y (3), vx, vy, radius, active. Selecting
     # whole rows for the pairs is one fast gather per side, and keeps the batch contiguous (last).
@@ -290,7 +303,7 @@ def pairwise_ttc_drac(
     pos, yw, vel, ln, wd, act = (
         x.reshape(-1, *x.shape[len(batch) :]) for x in (pos_xy, yaw, vel_xy, length, width, active)
     )
-    ttc, drac, i, j = _ttc_and_drac_pairs(pos, yw, vel, ln, wd, act, horizon_s)
+    ttc, drac, i, j = ttc_drac_of_pairs(pos, yw, vel, ln, wd, act, horizon_s)
     ttc_s = _symmetric_fill(ttc, i, j, k, torch.inf).reshape(*batch, k, k)
     return ttc_s, _symmetric_fill(drac, i, j, k, 0.0).reshape(*batch, k, k)
 

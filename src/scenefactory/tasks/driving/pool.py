@@ -17,9 +17,11 @@ Shapes (S scenes, K agents per world, P road points, R route points):
 - ``log_xy``      (S, K, T, 2) logged positions from the spawn on (T = 1 and all invalid when no
   scene has a log); ``log_valid`` (S, K, T); ``expert`` (S, K, T, 2) the actions that follow the
   log through the kinematic tier's inverse (``engines.kinematic.inverse_bicycle``), 0 where unknown.
-- ``replay_*``    non-controlled objects replayed from logs: ``replay_xy`` (S, N, T, 2), ``replay_yaw``
-  (S, N, T), ``replay_vel`` (S, N, T, 2), ``replay_valid`` (S, N, T), ``replay_length``/``replay_width``
-  (S, N); N = 0 when no scene has any.
+- ``replay_*``    non-controlled objects replayed from logs, packed (memory grows with the objects the
+  scenes have, not scenes x the largest count): scene ``s`` holds the ``replay_count[s]`` rows from
+  ``replay_first[s]`` on (both (S,) long) of ``replay_xy`` (N, T, 2), ``replay_yaw`` (N, T),
+  ``replay_vel`` (N, T, 2), ``replay_valid`` (N, T), ``replay_length``/``replay_width`` (N,), N the
+  objects of every scene together (0 when no scene has any), T the longest log.
 - ``stop_*``      the stop lines on each agent's route (:mod:`~scenefactory.tasks.driving.signals`),
   M per agent, by arc length: ``stop_s`` (S, K, M) route arc length [m] (1e9 padding),
   ``stop_kind`` (S, K, M) long (0 padding, ``SIGNAL``, ``STOP_SIGN``), ``stop_column`` (S, K, M) long
@@ -90,6 +92,8 @@ class ScenePool:
     replay_valid: torch.Tensor
     replay_length: torch.Tensor
     replay_width: torch.Tensor
+    replay_first: torch.Tensor
+    replay_count: torch.Tensor
     stop_s: torch.Tensor
     stop_kind: torch.Tensor
     stop_column: torch.Tensor
@@ -102,6 +106,16 @@ class ScenePool:
     def num_scenes(self) -> int:
         """S."""
         return len(self.scenes)
+
+    @property
+    def max_replay(self) -> int:
+        """The most replayed objects of any scene (0: none)."""
+        return int(self.replay_count.max()) if len(self.replay_count) else 0
+
+    def replay_rows(self, scene: int) -> slice:
+        """Rows of scene ``scene``'s replayed objects in the packed ``replay_*`` tensors."""
+        first = int(self.replay_first[scene])
+        return slice(first, first + int(self.replay_count[scene]))
 
 
 def build_pool(
@@ -172,7 +186,10 @@ def build_pool(
         log_xy=t(log_xy),
         log_valid=t(log_valid),
         expert=t(expert),
-        **{name: t(value) for name, value in replay.items()},
+        **{
+            name: t(value) if value.dtype != np.int64 else torch.as_tensor(value, device=device)
+            for name, value in replay.items()
+        },
         **{
             name: torch.as_tensor(value, device=device)
             for name, value in {**_route_stops(scenes, k), **_signal_states(scenes, dt_s)}.items()
@@ -247,52 +264,55 @@ def beyond_slots(scene: Scene, k: int) -> np.ndarray:
 
 
 def _replays(scenes: Sequence[Scene], k: int, dt_s: float) -> dict[str, np.ndarray]:
-    """Padded replayed objects of every scene: its own replay log's, then its controlled agents
+    """Packed replayed objects of every scene: its own replay log's, then its controlled agents
     beyond the first ``k`` slots (:func:`beyond_slots`) played back from its log — positions, yaw,
     velocity = logged speed along the logged yaw, validity and footprint (see the module docstring)."""
     extra = [beyond_slots(sc, k) for sc in scenes]
     own = [sc.replay.num_objects if sc.replay is not None else 0 for sc in scenes]
-    n = max([a + len(e) for a, e in zip(own, extra, strict=True)] + [0])
+    count = np.array([a + len(e) for a, e in zip(own, extra, strict=True)], dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    n = int(count.sum())
     steps = max(
         [sc.replay.valid.shape[1] for sc in scenes if sc.replay is not None]
         + [sc.log.num_steps for sc, e in zip(scenes, extra, strict=True) if len(e) and sc.log is not None]
         + [1]
     )
-    s_n = len(scenes)
     out = {
-        "replay_xy": np.zeros((s_n, n, steps, 2)),
-        "replay_yaw": np.zeros((s_n, n, steps)),
-        "replay_vel": np.zeros((s_n, n, steps, 2)),
-        "replay_valid": np.zeros((s_n, n, steps), dtype=bool),
-        "replay_length": np.full((s_n, n), 4.5),
-        "replay_width": np.full((s_n, n), 1.9),
+        "replay_xy": np.zeros((n, steps, 2)),
+        "replay_yaw": np.zeros((n, steps)),
+        "replay_vel": np.zeros((n, steps, 2)),
+        "replay_valid": np.zeros((n, steps), dtype=bool),
+        "replay_length": np.full(n, 4.5),
+        "replay_width": np.full(n, 1.9),
+        "replay_first": first,
+        "replay_count": count,
     }
-    for i, (sc, m, rows) in enumerate(zip(scenes, own, extra, strict=True)):
+    for sc, m, rows, f in zip(scenes, own, extra, first.tolist(), strict=True):
         rep = sc.replay
         if rep is not None and m:
             if abs(rep.dt_s - dt_s) > 1e-9:
                 raise ValueError(
                     f"scene '{sc.name}': replay step {rep.dt_s} s differs from the policy step {dt_s} s"
                 )
-            t = rep.valid.shape[1]
-            out["replay_xy"][i, :m, :t] = rep.xy
-            out["replay_yaw"][i, :m, :t] = rep.yaw
-            out["replay_vel"][i, :m, :t] = rep.vel_xy
-            out["replay_valid"][i, :m, :t] = rep.valid
-            out["replay_length"][i, :m] = rep.length_m
-            out["replay_width"][i, :m] = rep.width_m
+            t, objs = rep.valid.shape[1], slice(f, f + m)
+            out["replay_xy"][objs, :t] = rep.xy
+            out["replay_yaw"][objs, :t] = rep.yaw
+            out["replay_vel"][objs, :t] = rep.vel_xy
+            out["replay_valid"][objs, :t] = rep.valid
+            out["replay_length"][objs] = rep.length_m
+            out["replay_width"][objs] = rep.width_m
         log = sc.log
         if log is None or not len(rows):
             continue
-        objs, t = slice(m, m + len(rows)), log.num_steps
+        objs, t = slice(f + m, f + m + len(rows)), log.num_steps
         yaw = log.yaw[rows]
-        out["replay_xy"][i, objs, :t] = log.xy[rows]
-        out["replay_yaw"][i, objs, :t] = yaw
+        out["replay_xy"][objs, :t] = log.xy[rows]
+        out["replay_yaw"][objs, :t] = yaw
         heading = np.stack((np.cos(yaw), np.sin(yaw)), axis=-1)
-        out["replay_vel"][i, objs, :t] = heading * log.speed[rows][..., None]
-        out["replay_valid"][i, objs, :t] = log.valid[rows]
-        out["replay_length"][i, objs] = sc.length_m[rows]
-        out["replay_width"][i, objs] = sc.width_m[rows]
+        out["replay_vel"][objs, :t] = heading * log.speed[rows][..., None]
+        out["replay_valid"][objs, :t] = log.valid[rows]
+        out["replay_length"][objs] = sc.length_m[rows]
+        out["replay_width"][objs] = sc.width_m[rows]
     return out
 
 
