@@ -51,12 +51,11 @@ from scenefactory.tasks.driving.expert import LogReference, tracking_actions
 from scenefactory.tasks.driving.geometry import (
     PolylineSegments,
     box_corners,
-    pairwise_box_overlap,
-    pairwise_ttc_drac,
     polyline_segments,
     project_on_segments,
     world_to_ego,
 )
+from scenefactory.tasks.driving.pairs import agent_box_overlap, agent_ttc_drac, observed_objects
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
 from scenefactory.tasks.driving.signals import StopEvents, stop_events
 from scenefactory.tasks.driving.status import AgentStatus
@@ -230,14 +229,7 @@ class DrivingEnv:
         self._expert_ref: LogReference | None = None  # built at the first closed-loop expert_actions
         self.log_div_sum = zeros(w, k)
         self.log_div_count = zeros(w, k)
-        n_rep, t_rep = p.replay_xy.shape[1], p.replay_xy.shape[2]
-        self.num_replay = n_rep
-        self.replay_xy = zeros(w, n_rep, t_rep, 2)
-        self.replay_yaw = zeros(w, n_rep, t_rep)
-        self.replay_vel = zeros(w, n_rep, t_rep, 2)
-        self.replay_valid = zeros(w, n_rep, t_rep, dtype=torch.bool)
-        self.replay_length = zeros(w, n_rep)
-        self.replay_width = zeros(w, n_rep)
+        self.num_replay = p.max_replay  # logged objects stay in the pool, packed (``_objects``)
         self.route_segs: PolylineSegments = polyline_segments(self.route_xy, self.route_valid)
         m = p.stop_s.shape[2]
         self.num_stops = m  # route stops per agent (signals, stop signs); 0: none in the pool
@@ -295,9 +287,6 @@ class DrivingEnv:
         self.expert[world_ids] = p.expert[scene_ids]
         self.log_div_sum[world_ids] = 0.0
         self.log_div_count[world_ids] = 0.0
-        if self.num_replay:
-            for name in ("xy", "yaw", "vel", "valid", "length", "width"):
-                getattr(self, f"replay_{name}")[world_ids] = getattr(p, f"replay_{name}")[scene_ids]
         valid = p.agent_valid[scene_ids]
         self.engine.reset(world_ids, p.spawn_pose[scene_ids], p.spawn_speed[scene_ids], valid)
         self.engine.set_friction(world_ids, mu)
@@ -389,27 +378,21 @@ class DrivingEnv:
 
     def _objects(self, st: VehicleState) -> Objects:
         """Every object of each world, (W, M, ...): the K controlled agents, then the replayed ones
-        at the current step: ``(pos_xy, yaw, vel_xy, length, width, active)``."""
+        observed at the current step, packed in their order (``pairs.observed_objects``: M - K is the
+        most any world observes now, not the pool's largest count): ``(pos_xy, yaw, vel_xy, length,
+        width, active)``."""
         own = (st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, self.active)
         if not self.num_replay:
             return own
-        t_rep = self.replay_xy.shape[2]
-        t = self.step_count.clamp(max=t_rep - 1).view(-1, 1, 1).expand(-1, self.num_replay, 1)
-        t2 = t.unsqueeze(-1).expand(-1, -1, 1, 2)
-        pos = torch.gather(self.replay_xy, 2, t2).squeeze(2)
-        vel = torch.gather(self.replay_vel, 2, t2).squeeze(2)
-        yaw = torch.gather(self.replay_yaw, 2, t).squeeze(2)
-        valid = torch.gather(self.replay_valid, 2, t).squeeze(2) & (self.step_count < t_rep).unsqueeze(-1)
-        rep = (pos, yaw, vel, self.replay_length, self.replay_width, valid)
+        rep = observed_objects(self.pool, self.scene_id, self.step_count)
+        if rep[0].shape[1] == 0:
+            return own
         c = [torch.cat((a, b), dim=1) for a, b in zip(own, rep, strict=True)]
         return c[0], c[1], c[2], c[3], c[4], c[5]
 
     def _pairwise(self, objs: Objects) -> tuple[torch.Tensor, torch.Tensor]:
-        """TTC and DRAC (W, K, M) of each controlled agent against every object."""
-        horizon = self.cfg.observations.ttc_horizon_s
-        ttc, drac = pairwise_ttc_drac(*objs, horizon)
-        k = self.agents_per_world
-        return ttc[:, :k], drac[:, :k]
+        """TTC and DRAC (W, K, M) of each controlled agent against every object (K x M pairs only)."""
+        return agent_ttc_drac(*objs, self.agents_per_world, self.cfg.observations.ttc_horizon_s)
 
     def step(self, actions: torch.Tensor) -> StepResult:
         """Advance every world one policy step with ``actions`` (W, K, 2); see the phase order above."""
@@ -426,17 +409,16 @@ class DrivingEnv:
         progress = (s_now - self.s_prev).clamp(-cfg.progress_clip_m, cfg.progress_clip_m) * was_active
         self.s_prev = torch.where(was_active, s_now, self.s_prev)
         goal_dist = (st.pos_xy - self.goal_xy).norm(dim=-1)
+        k = self.agents_per_world
+        objs = self._objects(st)  # its agents' ``active`` is ``was_active`` (changed in phase 6 only)
         contacts = self.engine.collisions()
-        if contacts is None:  # no contact model in the engine: exact box overlap
-            collided = pairwise_box_overlap(st.pos_xy, st.yaw, self.length, self.width, was_active).any(-1)
-        else:
+        if contacts is None:  # no contact model in the engine: exact box overlap, with every object
+            collided = agent_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5], k).any(-1)
+        else:  # logged objects are not in the engine: box overlap with them
             collided = contacts
-        objs = self._objects(st)
-        if self.num_replay:  # logged objects are not in the engine: box overlap with them
-            k = self.agents_per_world
-            collided = collided | pairwise_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5])[
-                :, :k, k:
-            ].any(-1)
+            if objs[0].shape[1] > k:
+                overlap = agent_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5], k)
+                collided = collided | overlap[:, :, k:].any(-1)
         corners = box_corners(st.pos_xy, st.yaw, self.length, self.width)
         ids = self.scene_id.view(-1, 1, 1).expand(*corners.shape[:-1])
         offroad = (self.pool.grids.sample(ids, corners).amax(-1) > cfg.offroad_tolerance_m) & was_active
