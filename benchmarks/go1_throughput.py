@@ -3,9 +3,9 @@
 ``--engine mujoco`` (the default) measures (a) environment steps per second of the training task
 (physics at 200 Hz + task terms, random actions, no learning) with 1 and with 2 threads for both
 MuJoCo's batch and torch, and (b) a PPO iteration's split between collection and learning for the
-same settings, so the README's training wall time can be read against it →
+same settings, so the training wall times of the Go1 recipes can be read against it →
 ``benchmarks/results/go1_throughput.json``. ``--scan`` measures the same on the rough-terrain task of
-the README's height-scan runs (every tile kind in its columns, the curriculum, the height scan in
+the height-scan recipe, ``rough-scan`` (every tile kind in its columns, the curriculum, the height scan in
 the actor and the critic, 25 frames of history: ``train go1 --terrain rough --height-scan-actor
 --history 25``'s task and networks) → ``benchmarks/results/go1_throughput_scan.json``.
 
@@ -41,7 +41,7 @@ from scenefactory.go1.train import Go1Trainer, Go1TrainSpec
 from scenefactory.io import write_json
 
 SCAN_RECIPE = RecipeOptions(terrain="rough", height_scan_actor=True, history=25)
-"""The task and networks of the README's height-scan runs (``--scan``)."""
+"""The task and networks of the height-scan recipe's runs (``--scan``)."""
 
 
 def spec_for(envs: int, scan: bool) -> Go1TrainSpec:

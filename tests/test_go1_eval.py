@@ -1,4 +1,4 @@
-"""Evaluation episodes that differ (``go1.evaluation``, issue 20 item 4): each episode its own start,
+"""Evaluation episodes that differ (``go1.evaluation``): each episode its own start,
 its own command within the row's cell and its own world within the evaluation ranges; the same
 seed gives the same numbers; ``fixed_episodes`` keeps the earlier protocol (nominal robot, exact
 commands). A stub controller (the home pose, zero actions) keeps the rollouts cheap: what differs

@@ -3,8 +3,8 @@
 Everything a user needs to build and step an environment is importable from here (``__all__``);
 the Gymnasium and PettingZoo views need the ``adapters`` extra and are imported from their modules:
 :class:`scenefactory.api.gym_vector.DrivingVectorEnv`, :class:`scenefactory.api.gym_vector.Go1VectorEnv`
-and :class:`scenefactory.api.parallel_env.DrivingParallelEnv`. The README's "Python API" section
-has a runnable example.
+and :class:`scenefactory.api.parallel_env.DrivingParallelEnv`. The docs page "Your own training
+loop" (``docs/tutorials/python-api.md``) has a runnable example.
 """
 
 from scenefactory.api.envs import (

@@ -3,11 +3,11 @@ statistics (``scenefactory seed-level DIR``).
 
 Version 2 (:data:`~.results.RESULTS_VERSION`) files hold typed cells, read by
 :meth:`~.results.Cell.from_json`. Version 1 files (written before the results were typed, with no
-``version`` field; the reports quoted in the README are such files) keep ``results.cells`` as an
-object of cells by name, each with ``per_policy``: one flat object of figures per policy. They
-are read here for their per-policy figures only; a version 1 cell keeps its name as its kind
-(version 1 recorded no fields to name it by, and the name is never taken apart), so the cells are
-named on the command line as the file names them.
+``version`` field; the reports behind benchmarks/results/experiments were such files) keep
+``results.cells`` as an object of cells by name, each with ``per_policy``: one flat object of
+figures per policy. They are read here for their per-policy figures only; a version 1 cell keeps its
+name as its kind (version 1 recorded no fields to name it by, and the name is never taken apart), so
+the cells are named on the command line as the file names them.
 """
 
 from __future__ import annotations

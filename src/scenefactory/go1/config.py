@@ -20,7 +20,7 @@ PD gains Kp, Kd            × U(0.9, 1.1) per world     per episode
 action latency             U(0, 20) ms, whole physics  per episode
                            steps (0–4 at 200 Hz)
 joint damping and dry      × U(lo, hi), one draw per   per episode (off by default: (1, 1); the
-friction                   world for both              README's fine-tuning attempt uses
+friction                   world for both              fine-tuning attempts used
                                                        (0.8, 1.8); in the critic's
                                                        privileged vector when drawn)
 sensor noise (actor only)  gyro ±0.2 rad/s, gravity    every step (Isaac Lab's values)

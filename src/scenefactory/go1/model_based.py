@@ -44,8 +44,8 @@ evaluation's varied worlds (``benchmarks/go1_model_based_sweep.py`` reruns a swe
 and drifted backward at 0.4 m/s when asked to stand in place; without the integral its strides
 overshot (1.48 m/s at a 1.0 m/s command); without the lean integral a trunk centre of mass moved
 by up to 4 cm made it fall; a quicker velocity estimate (filter 0.5, not 0.25) and a weaker stance
-feedback (0.25, not 0.5) recovered 14 of 16 pushes of 1.5 m/s instead of 9. What it reaches is in
-the README.
+feedback (0.25, not 0.5) recovered 14 of 16 pushes of 1.5 m/s instead of 9. What it reaches is on
+the shipped policy's model card (docs site, results), beside the policy.
 """
 
 from __future__ import annotations

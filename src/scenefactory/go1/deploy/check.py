@@ -1,13 +1,13 @@
 """The sim-to-sim check: the same exported policy, through the same runner, on the training
 simulator's settings and on MuJoCo configured differently (``deploy.robot.SIM2SIM``); torch-free.
 
-Per command and robot: ``episodes`` runs of ``seconds`` from the home pose at a random heading,
-the command held; errors (‖v*_xy − v_xy‖ [m/s], |ω*_z − ω_z| [rad/s], true body velocities)
-averaged after ``settle_s``; a run that falls is a fall. The verdict per command (the project's
-decision, issue 20): no falls, and a sim-to-sim error of at most
-``max(TOLERANCE × the training simulator's error, FLOOR)`` — 1.5× or 0.10 m/s for linear commands,
-0.10 rad/s for pure turning, half the tracking tolerance. A ratio alone is the wrong test against a
-near-zero baseline: at 0.02–0.05 rad/s training-simulator error, 1.5× asks for less than
+Per command and robot: ``episodes`` runs of ``seconds`` from the home pose at a random heading, the
+command held; errors (‖v*_xy − v_xy‖ [m/s], |ω*_z − ω_z| [rad/s], true body velocities) averaged
+after ``settle_s``; a run that falls is a fall. The verdict per command (the project's decision; the
+measurements behind it: docs/history/go1-training-log.md): no falls, and a sim-to-sim error of at
+most ``max(TOLERANCE × the training simulator's error, FLOOR)`` — 1.5× or 0.10 m/s for linear
+commands, 0.10 rad/s for pure turning, half the tracking tolerance. A ratio alone is the wrong test
+against a near-zero baseline: at 0.02–0.05 rad/s training-simulator error, 1.5× asks for less than
 0.08 rad/s, and a 10 ms delay doubles the yaw-rate ripple even for a policy that reads the delay.
 """
 
