@@ -67,7 +67,7 @@ def esc(text: str) -> str:
 def section(words: tuple[str, ...], parser: argparse.ArgumentParser, helptext: str) -> str:
     """One command: heading, help, usage and its flags."""
     name = " ".join(("scenefactory", *words))
-    level = "##" if len(words) <= 1 else "###"
+    level = "##"
     out = [f"{level} `{name}`\n"]
     text = parser.description or helptext
     if text:

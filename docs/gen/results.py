@@ -19,6 +19,7 @@ adds them to the site at build time.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -266,6 +267,34 @@ class Known:
     command: str
     render: Callable[[dict[str, Any]], str] | None = None
     seed: str | None = None  # when the script fixes the seed and the file does not say it
+    headline: Callable[[dict[str, Any]], list[dict[str, str]]] | None = None  # rows for the overview
+
+
+def _casps_headline(d: dict[str, Any]) -> list[dict[str, str]]:
+    hz = (
+        f"{d['physics_hz']:.0f} Hz physics / {d['policy_hz']:.0f} Hz policy"
+        if d["engine"] != "kinematic"
+        else ""
+    )
+    what = f"driving throughput, {d['engine']} tier, {d['worlds']} worlds × {d['agents_per_world']} agents"
+    best = max(v for k, v in d["casps"].items() if k != "baseline")
+    ratio = d.get("ratios", {}).get("vectorized_over_baseline")
+    value = f"{best:,.0f} controlled-agent steps/s" + (
+        f" ({ratio:.1f}× the per-world Python loop)" if ratio else ""
+    )
+    return [{"what": what + (f", {hz}" if hz else ""), "value": value}]
+
+
+def _go1_headline(d: dict[str, Any]) -> list[dict[str, str]]:
+    best = max(d["ppo_iteration"].values(), key=lambda v: v["steps_per_s"])
+    return [
+        {
+            "what": f"Go1 PPO training throughput, {d['envs']:,} robots"
+            + (", height-scan task" if "task" in d else ", flat ground"),
+            "value": f"{best['steps_per_s']:,.0f} steps/s with learning "
+            f"({best['collect_s']:.2f} s collection + {best['learn_s']:.2f} s learning an iteration)",
+        }
+    ]
 
 
 KNOWN: tuple[Known, ...] = (
@@ -274,12 +303,14 @@ KNOWN: tuple[Known, ...] = (
         "Driving throughput, kinematic tier (256 worlds × 16 agents)",
         ".venv/bin/python benchmarks/drive_throughput.py --engine kinematic",
         _casps_table,
+        headline=_casps_headline,
     ),
     Known(
         "drive_throughput_mujoco_120hz_policy30hz.json",
         "Driving throughput, mujoco tier at 120 Hz physics / 30 Hz policy (256 worlds × 16 agents)",
         ".venv/bin/python benchmarks/drive_throughput.py --engine mujoco --physics-hz 120 --policy-hz 30",
         _casps_table,
+        headline=_casps_headline,
     ),
     Known(
         "drive_throughput_mujoco_vs_mujoco-warp*",
@@ -311,6 +342,8 @@ KNOWN: tuple[Known, ...] = (
         "Go1 throughput, flat ground",
         ".venv/bin/python benchmarks/go1_throughput.py",
         _go1_table,
+        seed="0 (fixed in the script)",
+        headline=_go1_headline,
     ),
     Known(
         "go1_throughput_scan.json",
@@ -557,7 +590,7 @@ def model_card(rf: ResultFile, root: Path) -> str:
         ["SHA-256", f"`{sha256(policy)}`"],
     ]
     facts += [[k.replace("_", " "), str(v)] for k, v in d.get("facts", {}).items()]
-    out += table(["", ""], facts) + "\n\n"
+    out += table(["property", "value"], facts) + "\n\n"
     out += (
         provenance(
             d["command"],
@@ -586,14 +619,19 @@ def overview_page(files: list[ResultFile]) -> str:
     for f in files:
         if not isinstance(f.data, dict):
             continue
-        for h in f.data.get("headline", []):
+        k = None if f.is_record else known(f.rel)
+        heads = list(f.data.get("headline", []))
+        if k is not None and k.headline is not None:
+            with contextlib.suppress(KeyError, TypeError, ValueError):  # a changed layout: still on its page
+                heads += k.headline(f.data)
+        for h in heads:
             page = (
                 model_card_path(f)
                 if f.data.get("policy")
                 else ("results/experiments.md" if f.is_record else "results/benchmarks.md")
             )
             link = page.removeprefix("results/") + ("" if f.data.get("policy") else f"#{anchor(f.rel)}")
-            rows.append([h["what"], h["value"], f"[{f.data.get('title', f.rel)}]({link})"])
+            rows.append([h["what"], h["value"], f"[{title_of(f)}]({link})"])
     bench = [f for f in files if not f.is_record]
     out = (
         GENERATED + "# Results\n\nWhat the project has measured, each figure with the command that made it. "

@@ -4,6 +4,7 @@ site at build time, from the code and from ``benchmarks/results/``. No file is w
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -46,3 +47,15 @@ def on_files(files: Files, config) -> Files:  # type: ignore[no-untyped-def]
             )
         files.append(File.generated(config, path, content=text))
     return files
+
+
+SPHINX_ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc|obj):<code>(~?)([^<]*)</code>")
+"""A Sphinx role left in a docstring, as mkdocstrings renders it: ``:class:<code>~a.b.C</code>``."""
+
+
+def on_page_content(html: str, page, config, files) -> str:  # type: ignore[no-untyped-def]
+    """The code's docstrings cross-reference in Sphinx's roles (``:class:`~a.b.C```), which
+    mkdocstrings leaves as text: show the name alone, as Sphinx would (``~`` keeps its last part)."""
+    return SPHINX_ROLE.sub(
+        lambda m: f"<code>{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}</code>", html
+    )
