@@ -18,17 +18,20 @@ from typing import NoReturn
 import torch
 
 from scenefactory.bounds import MAX_THREADS, positive
-from scenefactory.cli import drive, experiment, go1, grounding, scenes
+from scenefactory.cli import benchmark, drive, experiment, go1, grounding, scenes
+from scenefactory.cli import view as view_cli
 from scenefactory.cli.argtypes import check_flags
 from scenefactory.errors import UserError
 from scenefactory.rl import distributed
 
 COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     **drive.COMMANDS,
+    **view_cli.COMMANDS,
     **scenes.COMMANDS,
     **grounding.COMMANDS,
     **experiment.COMMANDS,
     **go1.COMMANDS,
+    **benchmark.COMMANDS,
 }
 """(command, task or ``None``) → the function that runs it (and returns the exit status)."""
 
@@ -67,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     drive.add_commands(sub)
     scenes.add_commands(sub)
+    benchmark.add_commands(sub)
     grounding.add_commands(sub)
     experiment.add_commands(sub)
     for name, helptext in TASK_COMMANDS:
@@ -74,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         go1.add_task_parser(name, tasks)
         drive.add_task_parser(name, tasks)
     go1.add_commands(sub)
+    view_cli.add_commands(sub)
     return p
 
 
