@@ -63,7 +63,7 @@ def test_driving_vector_spaces_and_reset() -> None:
     assert not np.array_equal(obs, other)
     with pytest.raises(ValueError, match="no reset options"):
         vec.reset(options={"scene": 1})
-    with pytest.raises(ValueError, match=r"actions must have shape \(6, 2\)"):
+    with pytest.raises(ValueError, match=r"actions: expected shape \(6, 2\), got \(2, 3, 2\)"):
         vec.step(np.zeros((W, K, 2), np.float32))
     with pytest.raises(ValueError, match="arrays must be one of"):
         DrivingVectorEnv(vec.env, arrays="jax")

@@ -78,7 +78,9 @@ def test_scene_arguments_that_would_be_ignored_are_errors() -> None:
         driving_scenes(None, 3, scene_split="test")
     with pytest.raises(UserError, match="empty list"):
         driving_scenes([], 3)
-    with pytest.raises(UserError, match="num_scenes must be a positive integer"):
+    with pytest.raises(
+        UserError, match=r"num_scenes \(--train-scenes\): expected an integer in \[1, 10000\], got 0"
+    ):
         driving_scenes(None, 3, num_scenes=0)
     with pytest.raises(UserError, match=r"Scene objects.*'str'"):
         driving_scenes([scenes[0], "road.json"], 3)
@@ -106,7 +108,7 @@ def test_make_go1_env_overrides_the_robot_count() -> None:
     assert env.num_envs == env.cfg.num_envs == 3
     step = env.step(torch.zeros(3, 12))
     assert step.actor_obs.shape == (3, env.cfg.history * 45)
-    with pytest.raises(ValueError, match="num_envs must be >= 1"):
+    with pytest.raises(ValueError, match=r"num_envs \(--envs\): expected an integer in \[1, 16384\], got 0"):
         make_go1_env(num_envs=0)
 
 

@@ -26,10 +26,16 @@ def test_bad_values_are_refused_with_the_field() -> None:
     with pytest.raises(UserError, match=r"unknown engine 'warp9': expected one of \['grounded'"):
         EngineSpec(tier="warp9")
     for hz in (0.0, -5.0, float("inf"), float("nan"), "120", True):
-        with pytest.raises(UserError, match="physics rate must be a positive number of Hz"):
+        with pytest.raises(
+            UserError,
+            match=r"physics_hz \(--physics-hz\): expected a physics rate in Hz in \[100, 1000\]",
+        ):
             EngineSpec(tier="mujoco", physics_hz=hz)  # type: ignore[arg-type]
     for lag in (-1, 1.5, True, "2"):
-        with pytest.raises(UserError, match=r"--action-lag-steps must be an integer >= 0"):
+        with pytest.raises(
+            UserError,
+            match=r"lag_steps \(--action-lag-steps\): expected an integer in \[0, 100\]",
+        ):
             EngineSpec(action_lag_steps=lag)  # type: ignore[arg-type]
 
 
@@ -90,7 +96,7 @@ def test_older_flat_records() -> None:
     assert learned.dynamics_model == Path("m.pt")
     with pytest.raises(UserError, match="--grounding applies to --engine grounded"):
         EngineSpec.from_flat({"engine": "kinematic", "grounding": "g"})
-    with pytest.raises(UserError, match="--action-lag-steps must be an integer >= 0, got -1"):
+    with pytest.raises(UserError, match=r"\(--action-lag-steps\): expected an integer in \[0, 100\], got -1"):
         EngineSpec.from_flat({"engine": "kinematic", "action_lag_steps": -1})
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
+from typing import Any
 
+from scenefactory import inputs
 from scenefactory.errors import UserError
 from scenefactory.scenes.library import SEEDS_PER_SPLIT, SPLIT_SEED_BASE
 
@@ -109,6 +111,11 @@ class IntRange:
         """What the flag expects, e.g. ``an integer in [1, 8192]``."""
         return f"an integer in [{self.low}, {self.high}]"
 
+    def check(self, value: Any, name: str) -> int:
+        """The same bounds on a Python value (the API and config fields): ``value`` as an ``int``;
+        ``ArgumentError`` naming ``name`` for a float, string, bool or a value out of range."""
+        return inputs.integer(value, name, self.low, self.high, self.note)
+
 
 @dataclass(frozen=True)
 class FloatRange:
@@ -139,6 +146,17 @@ class FloatRange:
         left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
         return f"{self.what} in {left}{_fmt(self.low)}, {_fmt(self.high)}{right}"
 
+    def contains(self, value: float) -> bool:
+        """Whether the finite ``value`` is inside the bounds."""
+        above = value > self.high or (self.high_open and value == self.high)
+        below = value < self.low or (self.low_open and value == self.low)
+        return not (above or below)
+
+    def check(self, value: Any, name: str) -> float:
+        """The same bounds on a Python value (the API and config fields): ``value`` as a ``float``;
+        ``ArgumentError`` naming ``name`` for a string, bool, NaN, infinity or a value out of range."""
+        return inputs.number(value, name, self.describe(), self.contains)
+
 
 def positive(high: int, note: str = "") -> IntRange:
     """An integer in ``[1, high]``."""
@@ -156,6 +174,37 @@ EVAL_FRACTION = FloatRange(0.0, 1.0, what="a fraction of the scenes")
 """``convert --eval-fraction``: the share of scenario ids put in the eval split."""
 MIN_ACTIVE_FRACTION = FloatRange(0.0, 1.0, what="a fraction of a world's starting agents")
 """``--min-active-fraction``: the training reset policy (``DrivingTaskConfig.min_active_fraction``)."""
+
+WORLDS = positive(MAX_WORLDS)
+"""``--worlds``, ``DrivingTaskConfig.num_worlds``."""
+AGENTS = positive(MAX_AGENTS, "procedural scenes place up to 32")
+"""``--agents`` of procedural scenes (``make_driving_env`` without scenes)."""
+SCENE_AGENTS = positive(MAX_SCENE_AGENTS)
+"""``--agents`` with a ``--scenes`` folder, ``DrivingTaskConfig.agents_per_world``."""
+ENVS = positive(MAX_ENVS)
+"""``--envs`` of the Go1 commands, ``make_go1_env(num_envs=)``."""
+SCENE_COUNT = positive(MAX_SCENES, "scenes are built up front, ~20 ms each")
+"""``--train-scenes``, ``make_driving_env(num_scenes=)``."""
+
+API_ARGUMENTS: dict[str, tuple[IntRange | FloatRange, str]] = {
+    "EngineSpec.physics_hz": (PHYSICS_HZ, "--physics-hz"),
+    "EngineSpec.action_lag_steps": (LAG_STEPS, "--action-lag-steps"),
+    "DrivingTaskConfig.num_worlds": (WORLDS, "--worlds"),
+    "DrivingTaskConfig.agents_per_world": (SCENE_AGENTS, "--agents (with --scenes)"),
+    "DrivingTaskConfig.min_active_fraction": (MIN_ACTIVE_FRACTION, "--min-active-fraction"),
+    "make_driving_env(agents_per_world, procedural scenes)": (AGENTS, "--agents"),
+    "make_driving_env(seed, procedural scenes)": (DRIVE_SEED, "--seed (train/eval drive)"),
+    "make_driving_env(seed, given scenes)": (SEED, "--seed (other commands)"),
+    "make_driving_env(num_scenes)": (SCENE_COUNT, "--train-scenes"),
+    "make_go1_env(num_envs)": (ENVS, "--envs"),
+    "make_go1_env(seed)": (SEED, "--seed (go1)"),
+    "reset(seed) (Gymnasium, PettingZoo)": (SEED, "--seed"),
+}
+"""Every bound the Python API applies, with the CLI flag it shares it with: the API checks a value
+with the flag's own range (``IntRange.check``/``FloatRange.check``), so nothing the CLI refuses
+passes through the API. ``tests/test_bounds_api.py`` tries each bound through the API, and the
+bounds table of ``docs/concepts/scene-checks.md`` is generated from this dict."""
+
 
 AUTO = "auto"
 """``--agents auto``: agents per world chosen from the ``--scenes`` folder (``tasks.driving.slots``)."""

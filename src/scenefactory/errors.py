@@ -14,6 +14,15 @@ class SceneFormatError(UserError):
     """A scene file that cannot be read: names the file and field, and what was expected."""
 
 
+class ArgumentError(UserError, ValueError, TypeError):
+    """A Python API argument or config field out of its bounds or of the wrong type: names the
+    argument (and the CLI flag that sets it), the value and what was expected.
+
+    It is a ``UserError`` (the CLI prints it on one line) and also a ``ValueError`` and a
+    ``TypeError``, the exceptions Python code expects from a bad argument.
+    """
+
+
 class CheckpointError(UserError):
     """A checkpoint that is missing or does not fit the requested task or engine."""
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import numpy as np
 import torch
+
+from scenefactory.bounds import SEED
+from scenefactory.inputs import as_actions
 
 ArrayKind = Literal["numpy", "torch"]
 ARRAY_KINDS: tuple[str, ...] = ("numpy", "torch")
@@ -39,11 +41,17 @@ def export(t: torch.Tensor, kind: ArrayKind) -> Any:
     return t.numpy() if t.device.type == "cpu" else t.cpu().numpy()
 
 
-def import_actions(actions: Any, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+def import_actions(
+    actions: Any, shape: tuple[int, ...], device: torch.device, name: str = "actions"
+) -> torch.Tensor:
     """Actions (numpy array, tensor or nested sequence) as a float32 tensor of ``shape`` on
-    ``device`` (no copy for a float32 array or tensor already there); a ``ValueError`` names the
-    expected and the given shape."""
-    a = torch.as_tensor(np.asarray(actions) if isinstance(actions, list | tuple) else actions)
-    if tuple(a.shape) != shape:
-        raise ValueError(f"actions must have shape {shape}, got {tuple(a.shape)}")
-    return a.to(device=device, dtype=torch.float32)
+    ``device`` (no copy for a float32 tensor already there; a tensor that requires grad is
+    detached): :func:`scenefactory.inputs.as_actions`, whose ``ArgumentError`` (a ``ValueError``)
+    names ``name``, the expected and the given shape, dtype or device."""
+    return as_actions(actions, shape, device, name)
+
+
+def check_seed(seed: Any) -> int | None:
+    """A ``reset(seed=...)`` argument: ``None`` or an integer in the CLI's ``--seed`` bounds
+    ([0, 2**32 - 1], :data:`scenefactory.bounds.SEED`); ``ArgumentError`` naming ``seed`` otherwise."""
+    return None if seed is None else SEED.check(seed, "reset(seed=...)")

@@ -15,6 +15,8 @@ from dataclasses import replace
 
 import torch
 
+from scenefactory import inputs
+from scenefactory.bounds import AGENTS, DRIVE_SEED, ENVS, SCENE_COUNT, SEED, check_scene_range
 from scenefactory.engines.base import Engine
 from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
@@ -56,13 +58,16 @@ def driving_scenes(
     """
     if scene_split not in SCENE_SPLITS:
         raise UserError(f"scene_split must be one of {list(SCENE_SPLITS)}, got {scene_split!r}")
-    if num_scenes is not None and (isinstance(num_scenes, bool) or num_scenes < 1):
-        raise UserError(f"num_scenes must be a positive integer, got {num_scenes!r}")
+    if num_scenes is not None:
+        SCENE_COUNT.check(num_scenes, "num_scenes (--train-scenes)")
     if scenes is None:
         if scene_split != "all":
             raise UserError("scene_split selects scenes of a folder; procedural scenes have no split")
+        AGENTS.check(agents_per_world, "agents_per_world with procedural scenes (--agents)")
+        DRIVE_SEED.check(seed, "seed with procedural scenes (--seed)")
         cycle = DEFAULT_SIGNAL_CYCLE_S if traffic_signals else 0.0
         n = DEFAULT_NUM_SCENES if num_scenes is None else num_scenes
+        check_scene_range("train", seed, n, f"seed {seed} with num_scenes {n}")
         return procedural_scenes("train", n, agents_per_world, base_seed=seed, signal_cycle_s=cycle)
     if isinstance(scenes, str | os.PathLike):
         return load_scene_dir(scenes, scene_split, num_scenes)
@@ -100,8 +105,20 @@ def make_driving_env(
     procedural scenes). ``sequential_scenes`` hands the scenes out in order instead of at random
     (evaluation). Step it with ``env.step(actions)``, ``actions`` (W, K, 2) in [-1, 1]
     (steer, accel), which returns a :class:`~scenefactory.tasks.driving.env.StepResult`.
+
+    Every argument is checked against the CLI's bounds (``scenefactory.bounds.API_ARGUMENTS``):
+    ``seed`` in [0, 2**32 - 1] (procedural scenes: their seed range), ``device`` ``"cpu"`` or an
+    available ``"cuda[:N]"``; a wrong one is an ``ArgumentError`` naming it.
     """
     task = DrivingTaskConfig() if task is None else task
+    if not isinstance(task, DrivingTaskConfig):
+        raise UserError(f"task: expected a DrivingTaskConfig, got {type(task).__name__}")
+    if not isinstance(engine, EngineSpec | Engine):
+        raise UserError(
+            f"engine: expected an EngineSpec (e.g. EngineSpec(tier='mujoco')) or an Engine, got {engine!r}"
+        )
+    SEED.check(seed, "seed (--seed)")
+    dev = inputs.device(device)
     chosen = driving_scenes(
         scenes,
         task.agents_per_world,
@@ -110,9 +127,7 @@ def make_driving_env(
         scene_split,
         traffic_signals=task.observations.traffic_signals,
     )
-    return DrivingEnv(
-        task, chosen, engine=engine, seed=seed, device=device, sequential_scenes=sequential_scenes
-    )
+    return DrivingEnv(task, chosen, engine=engine, seed=seed, device=dev, sequential_scenes=sequential_scenes)
 
 
 def make_go1_env(
@@ -131,6 +146,10 @@ def make_go1_env(
     ``env.step(actions)``, ``actions`` (N, 12), which returns a :class:`~scenefactory.go1.env.LocoStep`.
     """
     cfg = Go1TaskConfig() if cfg is None else cfg
+    if not isinstance(cfg, Go1TaskConfig):
+        raise UserError(f"cfg: expected a Go1TaskConfig, got {type(cfg).__name__}")
     if num_envs is not None:
-        cfg = replace(cfg, num_envs=num_envs)
+        cfg = replace(cfg, num_envs=ENVS.check(num_envs, "num_envs (--envs)"))
+    ENVS.check(cfg.num_envs, "Go1TaskConfig.num_envs (--envs)")
+    SEED.check(seed, "seed (--seed)")
     return Go1Env(cfg, seed=seed, nthread=nthread, randomize_episode_start=randomize_episode_start)

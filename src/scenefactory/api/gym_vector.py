@@ -35,7 +35,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from scenefactory.api.arrays import ArrayKind, check_array_kind, export, import_actions
+from scenefactory.api.arrays import ArrayKind, check_array_kind, check_seed, export, import_actions
 from scenefactory.go1.env import Go1Env, LocoStep
 from scenefactory.tasks.driving.env import DrivingEnv, StepResult
 
@@ -76,6 +76,7 @@ class DrivingVectorEnv(VectorEnv):
     ) -> tuple[Any, dict[str, Any]]:
         """Restart every world (new scenes, drawn from ``seed`` when given); no options are defined."""
         _reset_seed_only(options)
+        seed = check_seed(seed)
         super().reset(seed=seed)
         if seed is not None:
             self.env.generator.manual_seed(seed)
@@ -139,6 +140,7 @@ class Go1VectorEnv(VectorEnv):
     ) -> tuple[Any, dict[str, Any]]:
         """Restart every robot (re-randomized; from ``seed`` when given); no options are defined."""
         _reset_seed_only(options)
+        seed = check_seed(seed)
         super().reset(seed=seed)
         if seed is not None:
             self.env.rng = np.random.default_rng(seed)

@@ -27,7 +27,7 @@ import torch
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from scenefactory.api.arrays import export, import_actions
+from scenefactory.api.arrays import check_seed, export, import_actions
 from scenefactory.tasks.driving.env import DrivingEnv, StepResult
 from scenefactory.tasks.driving.status import AgentStatus
 
@@ -79,7 +79,9 @@ class DrivingParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
         """Start a new episode on a scene drawn from ``seed`` (when given). No options are defined;
-        ``options`` is accepted and not read (PettingZoo's API test passes one)."""
+        ``options`` is accepted and not read (PettingZoo's API test passes one). ``seed`` is in the
+        CLI's bounds, [0, 2**32 - 1] (``ArgumentError`` naming it otherwise)."""
+        seed = check_seed(seed)
         if seed is not None:
             self.env.generator.manual_seed(seed)
         obs = export(self.env.reset()[0], "numpy")
@@ -110,7 +112,7 @@ class DrivingParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
         e = self.env
         a = torch.zeros(1, e.agents_per_world, 2, device=e.device)
         for agent, act in actions.items():
-            a[0, self._slot[agent]] = import_actions(act, (2,), e.device)
+            a[0, self._slot[agent]] = import_actions(act, (2,), e.device, f"actions[{agent!r}]")
         res = e.step(a)
         self.last = res
         obs = export(res.obs[0], "numpy")

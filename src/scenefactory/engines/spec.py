@@ -11,12 +11,12 @@ back from an old checkpoint may name a file that has since moved).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from scenefactory.bounds import LAG_STEPS, PHYSICS_HZ
 from scenefactory.errors import UserError
 
 DEFAULT_PHYSICS_HZ = 120.0
@@ -40,12 +40,14 @@ class EngineSpec:
     """Which engine, with what settings.
 
     - ``tier``: one of :data:`TIERS`.
-    - ``physics_hz``: physics rate [Hz] of the :data:`PHYSICS_TIERS`, finite and > 0 (other tiers
-      step once per policy step).
+    - ``physics_hz``: physics rate [Hz] of the :data:`PHYSICS_TIERS`, in the CLI's bounds
+      (``scenefactory.bounds.PHYSICS_HZ``, 100-1000 Hz, checked for every tier; the others step once
+      per policy step).
     - ``dynamics_model``: the learned tier's ``model.pt`` (``scenefactory fit-dynamics``); required
       by that tier, refused by the others. A ``str`` is turned into a ``Path``.
     - ``grounding``: the grounded tier's folder (``scenefactory ground``); likewise.
-    - ``action_lag_steps``: actions applied that many policy steps late (any tier), an integer >= 0.
+    - ``action_lag_steps``: actions applied that many policy steps late (any tier), an integer in
+      ``scenefactory.bounds.LAG_STEPS`` (0-100).
     """
 
     tier: str = "kinematic"
@@ -58,12 +60,9 @@ class EngineSpec:
         """Reject an unknown tier, a bad rate or lag, a missing file, and a file the tier does not read."""
         if self.tier not in TIERS:
             raise UserError(f"unknown engine '{self.tier}': expected one of {sorted(TIERS)}")
-        hz = self.physics_hz
-        if isinstance(hz, bool) or not isinstance(hz, int | float) or not (math.isfinite(hz) and hz > 0):
-            raise UserError(f"physics rate must be a positive number of Hz, got {hz!r}")
-        lag = self.action_lag_steps
-        if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
-            raise UserError(f"--action-lag-steps must be an integer >= 0, got {lag!r}")
+        # the CLI's bounds for every tier (scenefactory.bounds): ArgumentError naming field and flag
+        hz = PHYSICS_HZ.check(self.physics_hz, "EngineSpec.physics_hz (--physics-hz)")
+        LAG_STEPS.check(self.action_lag_steps, "EngineSpec.action_lag_steps (--action-lag-steps)")
         for name, tier, flag, source in _FILES:
             value = getattr(self, name)
             if value is not None:

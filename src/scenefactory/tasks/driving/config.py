@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from scenefactory.bounds import MIN_ACTIVE_FRACTION, POLICY_HZ, SCENE_AGENTS, WORLDS
+from scenefactory.errors import ArgumentError
 from scenefactory.tasks.driving import rewards as r
 from scenefactory.tasks.driving.context import StepContext
 from scenefactory.vehicles.params import VehicleParams
@@ -116,7 +118,11 @@ class DrivingTaskConfig:
     ``min_active_fraction`` (training only, keeps worlds busy): a world resets as soon as fewer than
     this fraction of the agents it started its episode with are still active, and the agents still
     active then end as time-outs (``DrivingEnv.step``, phase 3); 0 (the default) waits for the last
-    one. Evaluation always plays episodes to their end (``evaluation.rollout`` sets it to 0)."""
+    one. Evaluation always plays episodes to their end (``evaluation.rollout`` sets it to 0).
+    ``native_kernels`` (True): on a CPU, the agents' interactions (TTC, DRAC, box overlap) run in the
+    fused numba kernels of ``tasks.driving.native``; False runs the torch path (always used on a GPU).
+    Both give the same numbers bit for bit, so it is a speed setting, left out of
+    :func:`task_config_to_dict`."""
 
     num_worlds: int = 64
     agents_per_world: int = 8
@@ -128,16 +134,24 @@ class DrivingTaskConfig:
     water_film_randomization_mm: tuple[float, float] | None = None
     friction_change: FrictionChange | None = None
     min_active_fraction: float = 0.0
+    native_kernels: bool = True
     observations: ObservationConfig = field(default_factory=ObservationConfig)
     rewards: tuple[RewardTerm, ...] = field(default_factory=_default_rewards)
     vehicle: VehicleParams = field(default_factory=VehicleParams)
 
     def __post_init__(self) -> None:
         """Check values, and that leaving the road can never pay more than a collision."""
-        if self.num_worlds < 1:
-            raise ValueError(f"num_worlds must be >= 1, got {self.num_worlds}")
-        if self.agents_per_world < 1:
-            raise ValueError(f"agents_per_world must be >= 1, got {self.agents_per_world}")
+        # the CLI's bounds (scenefactory.bounds): ArgumentError, a ValueError and TypeError too
+        WORLDS.check(self.num_worlds, "DrivingTaskConfig.num_worlds (--worlds)")
+        SCENE_AGENTS.check(self.agents_per_world, "DrivingTaskConfig.agents_per_world (--agents)")
+        for name in ("dt_s", "episode_length_s", "goal_radius_m", "offroad_tolerance_m", "progress_clip_m"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(f"DrivingTaskConfig.{name} must be a finite number, got {v!r}")
+        if self.dt_s > 0:
+            POLICY_HZ.check(
+                1.0 / self.dt_s, f"DrivingTaskConfig.dt_s {self.dt_s:g} s as a rate (--policy-hz)"
+            )
         if not self.dt_s > 0 or not self.episode_length_s > self.dt_s:
             raise ValueError(f"need 0 < dt_s < episode_length_s, got {self.dt_s}, {self.episode_length_s}")
         if not self.goal_radius_m > 0:
@@ -149,10 +163,11 @@ class DrivingTaskConfig:
             )
         maf = self.min_active_fraction
         if isinstance(maf, bool) or not isinstance(maf, int | float) or not 0.0 <= maf <= 1.0:
-            raise ValueError(
-                f"min_active_fraction must be a number in [0, 1] (the fraction of a world's starting "
-                f"agents below which it resets; 0 = wait for the last one), got {maf!r}"
+            raise ArgumentError(
+                f"min_active_fraction must be a number in [0, 1] (--min-active-fraction: the fraction of"
+                f" a world's starting agents below which it resets; 0 = wait for the last one), got {maf!r}"
             )
+        MIN_ACTIVE_FRACTION.check(maf, "DrivingTaskConfig.min_active_fraction (--min-active-fraction)")
         fc = self.friction_change
         if fc is not None and fc.at_step >= self.max_steps:
             raise ValueError(
@@ -197,6 +212,7 @@ def task_config_to_dict(cfg: DrivingTaskConfig) -> dict[str, Any]:
     ``friction_change``, ``min_active_fraction`` 0 and ``traffic_signals`` off are left out, so
     configs without them read as they did before they existed."""
     out = asdict(replace(cfg, rewards=()))
+    del out["native_kernels"]  # how, not what: the results are the same either way
     if cfg.friction_change is None:
         del out["friction_change"]
     if not cfg.min_active_fraction:

@@ -42,6 +42,8 @@ from scenefactory.dynamics.bicycle import wrap_angle
 from scenefactory.engines import make_engine
 from scenefactory.engines.base import Engine, VehicleState, load_tensors_state, tensors_state
 from scenefactory.engines.spec import EngineSpec
+from scenefactory.inputs import as_actions
+from scenefactory.inputs import device as check_device
 from scenefactory.scenes.friction import friction_array
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving import observations as obs_terms
@@ -55,6 +57,7 @@ from scenefactory.tasks.driving.geometry import (
     project_on_segments,
     world_to_ego,
 )
+from scenefactory.tasks.driving.native import agent_interactions
 from scenefactory.tasks.driving.pairs import agent_box_overlap, agent_ttc_drac, observed_objects
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
 from scenefactory.tasks.driving.signals import StopEvents, stop_events
@@ -151,7 +154,7 @@ class DrivingEnv:
         (same agents per world) can be shared between environments.
         """
         self.cfg = cfg
-        self.device = torch.device(device)
+        self.device = check_device(device)  # ArgumentError naming it: 'cuda' without a GPU, 'meta'
         w, k = cfg.num_worlds, cfg.agents_per_world
         self.num_worlds, self.agents_per_world = w, k
         if isinstance(engine, str):
@@ -392,10 +395,27 @@ class DrivingEnv:
 
     def _pairwise(self, objs: Objects) -> tuple[torch.Tensor, torch.Tensor]:
         """TTC and DRAC (W, K, M) of each controlled agent against every object (K x M pairs only)."""
-        return agent_ttc_drac(*objs, self.agents_per_world, self.cfg.observations.ttc_horizon_s)
+        ttc, drac, _ = self._interactions(objs, overlap=False)
+        return ttc, drac
+
+    def _interactions(
+        self, objs: Objects, overlap: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """TTC, DRAC and (with ``overlap``) box overlap (W, K, M) of each controlled agent against every
+        object: the fused native kernel on a CPU (``cfg.native_kernels``), torch otherwise; the same
+        numbers bit for bit (``tasks.driving.native``)."""
+        k, horizon = self.agents_per_world, self.cfg.observations.ttc_horizon_s
+        if self.cfg.native_kernels and self.device.type == "cpu":
+            return agent_interactions(*objs, k, horizon)
+        ttc, drac = agent_ttc_drac(*objs, k, horizon)
+        over = agent_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5], k) if overlap else None
+        return ttc, drac, over
 
     def step(self, actions: torch.Tensor) -> StepResult:
-        """Advance every world one policy step with ``actions`` (W, K, 2); see the phase order above."""
+        """Advance every world one policy step with ``actions`` (W, K, 2); see the phase order above.
+        A numpy array or nested list is converted, a tensor detached and moved to the device
+        (``scenefactory.inputs.as_actions``: a wrong type, dtype or shape names ``actions``)."""
+        actions = as_actions(actions, (self.num_worlds, self.agents_per_world, 2), self.device)
         cfg = self.cfg
         was_active = self.active.clone()
         # 1. dynamics
@@ -411,18 +431,16 @@ class DrivingEnv:
         goal_dist = (st.pos_xy - self.goal_xy).norm(dim=-1)
         k = self.agents_per_world
         objs = self._objects(st)  # its agents' ``active`` is ``was_active`` (changed in phase 6 only)
+        ttc, drac, overlap = self._interactions(objs)
+        assert overlap is not None
         contacts = self.engine.collisions()
         if contacts is None:  # no contact model in the engine: exact box overlap, with every object
-            collided = agent_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5], k).any(-1)
+            collided = overlap.any(-1)
         else:  # logged objects are not in the engine: box overlap with them
-            collided = contacts
-            if objs[0].shape[1] > k:
-                overlap = agent_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5], k)
-                collided = collided | overlap[:, :, k:].any(-1)
+            collided = contacts | overlap[:, :, k:].any(-1)
         corners = box_corners(st.pos_xy, st.yaw, self.length, self.width)
         ids = self.scene_id.view(-1, 1, 1).expand(*corners.shape[:-1])
         offroad = (self.pool.grids.sample(ids, corners).amax(-1) > cfg.offroad_tolerance_m) & was_active
-        ttc, drac = self._pairwise(objs)
         min_ttc = ttc.amin(-1)
         # 3. terminations (one outcome per agent)
         collided = collided & was_active
