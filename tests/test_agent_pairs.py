@@ -21,10 +21,10 @@ from scenefactory.scenes.library import procedural_scenes
 from scenefactory.scenes.scene import Scene
 from scenefactory.scenes.womd.convert import scenario_to_scene
 from scenefactory.scenes.womd.synthetic import Background, city_scenario
-from scenefactory.tasks.driving import env as env_module
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv, Objects
 from scenefactory.tasks.driving.geometry import pairwise_box_overlap, pairwise_ttc_drac
+from scenefactory.tasks.driving.native import agent_interactions
 from scenefactory.tasks.driving.pairs import agent_box_overlap, agent_ttc_drac
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -64,14 +64,11 @@ class AllPairsEnv(DrivingEnv):
         c = [torch.cat((a, b), dim=1) for a, b in zip(own, rep, strict=True)]
         return c[0], c[1], c[2], c[3], c[4], c[5]
 
-    def _pairwise(self, objs: Objects) -> tuple[torch.Tensor, torch.Tensor]:
+    def _interactions(self, objs: Objects, overlap: bool = True):  # type: ignore[no-untyped-def]
         ttc, drac = pairwise_ttc_drac(*objs, self.cfg.observations.ttc_horizon_s)
         k = self.agents_per_world
-        return ttc[:, :k], drac[:, :k]
-
-
-def all_pairs_overlap(pos, yaw, length, width, active, k):  # type: ignore[no-untyped-def]
-    return pairwise_box_overlap(pos, yaw, length, width, active)[:, :k]
+        over = pairwise_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5])[:, :k]
+        return ttc[:, :k], drac[:, :k], over
 
 
 def rollout(env: DrivingEnv, steps: int) -> list:
@@ -98,30 +95,26 @@ def assert_same(a: list, b: list) -> None:
             assert u.shape == v.shape and bool(((u == v) | (u.isnan() & v.isnan())).all()), (i, f.name)
 
 
-@pytest.mark.parametrize("k", [4, 8])
-def test_real_format_scenes_same_as_all_pairs(
-    real_scenes: list[Scene], k: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cfg = DrivingTaskConfig(num_worlds=6, agents_per_world=k, episode_length_s=6.0)
+@pytest.mark.parametrize(("k", "native"), [(4, True), (8, True), (8, False)])
+def test_real_format_scenes_same_as_all_pairs(real_scenes: list[Scene], k: int, native: bool) -> None:
+    cfg = DrivingTaskConfig(num_worlds=6, agents_per_world=k, episode_length_s=6.0, native_kernels=native)
     new = rollout(DrivingEnv(cfg, real_scenes, seed=1), 70)
-    monkeypatch.setattr(env_module, "agent_box_overlap", all_pairs_overlap)
     ref_env = AllPairsEnv(cfg, real_scenes, seed=1)
     assert ref_env.num_replay > 20
-    ref = rollout(ref_env, 70)
-    assert_same(new, ref)
+    assert_same(new, rollout(ref_env, 70))
     ended = torch.cat([r.finished.outcome for r in new[1:]])
     assert len(ended) > 10  # episodes ended (collisions, off-road, time-outs) and worlds reset
 
 
-def test_procedural_scenes_same_as_all_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("native", [True, False])
+def test_procedural_scenes_same_as_all_pairs(native: bool) -> None:
     scenes = procedural_scenes("train", 4, 8, base_seed=2)
-    cfg = DrivingTaskConfig(num_worlds=4, agents_per_world=8, episode_length_s=3.0)
+    cfg = DrivingTaskConfig(num_worlds=4, agents_per_world=8, episode_length_s=3.0, native_kernels=native)
     new = rollout(DrivingEnv(cfg, scenes, seed=0), 40)
-    monkeypatch.setattr(env_module, "agent_box_overlap", all_pairs_overlap)
     assert_same(new, rollout(AllPairsEnv(cfg, scenes, seed=0), 40))
 
 
-def test_agent_rows_are_the_all_pairs_rows(real_scenes: list[Scene]) -> None:
+def test_agent_rows_are_the_all_pairs_rows() -> None:
     """On objects crowded enough to touch and meet (boxes overlapping, finite TTC, DRAC > 0)."""
     gen = torch.Generator().manual_seed(0)
     w, m, k = 5, 30, 7
@@ -137,3 +130,5 @@ def test_agent_rows_are_the_all_pairs_rows(real_scenes: list[Scene]) -> None:
     assert torch.isfinite(ttc_k).any() and (drac_k > 0).any()
     over = agent_box_overlap(pos, yaw, length, width, active, k)
     assert torch.equal(over, pairwise_box_overlap(pos, yaw, length, width, active)[:, :k]) and over.any()
+    n_ttc, n_drac, n_over = agent_interactions(pos, yaw, vel, length, width, active, k, 10.0)
+    assert torch.equal(n_ttc, ttc_k) and torch.equal(n_drac, drac_k) and torch.equal(n_over, over)

@@ -1,0 +1,251 @@
+"""Fused native CPU kernels (numba) for the driving task's hot loops, threaded over worlds.
+
+:func:`agent_interactions` fuses, for every controlled agent and every object of its world (``K x
+M``), what :func:`~scenefactory.tasks.driving.pairs.agent_ttc_drac` and
+:func:`~scenefactory.tasks.driving.pairs.agent_box_overlap` compute in several torch passes: the
+time to collision, the deceleration rate to avoid a crash and the oriented-box overlap, in one pass
+over the pairs with ``numba.prange`` over worlds (``torch.get_num_threads()`` threads, so MuJoCo's,
+torch's and numba's threads share the cores by one setting).
+
+**Same numbers as the torch path.** The kernel performs the torch path's float32 operations in the
+same order, with a fused multiply-add exactly where torch's CPU ``addcmul`` rounds once (no
+fast-math, numba's default, so LLVM fuses nothing else), and takes the values torch
+computes with transcendental functions (each object's ``cos``/``sin`` and circle cover) from torch,
+since numba's ``cos`` is the C library's and may differ from torch's in the last bit. Results are
+bit for bit those of the torch path (``tests/test_native_kernels.py``).
+
+**Pairs that cannot interact are skipped.** A pair whose centres are farther apart than both
+objects' reach (half diagonals, and their 3-circle covers' extent) plus the distance their relative
+speed covers within the TTC horizon, with a margin of 1 m and 1 %, can neither overlap nor meet
+within the horizon: its TTC is ``inf`` and its DRAC 0, exactly what the full computation gives. The
+same holds for pairs with an inactive object. Most pairs of a big real scene are skipped this way.
+
+Compiled once per machine (``cache=True`` keeps the machine code in ``__pycache__``); the first call
+of a fresh checkout compiles for a few seconds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import torch
+from numba.core import types
+from numba.extending import intrinsic
+
+from scenefactory.tasks.driving.geometry import DRAC_MIN_GAP_M, circle_cover
+
+_F = np.float32
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
+    """``a * b + c`` rounded once (float32), as torch's ``addcmul`` computes it on the CPU."""
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.fma(*args)
+
+    return sig, codegen
+
+
+@numba.njit(inline="always")
+def _far(pos, vel, reach, w, a, b, horizon):  # type: ignore[no-untyped-def]
+    """The pair cannot touch now or within the horizon (module docstring), in float64."""
+    ddx = float(pos[w, b, 0]) - float(pos[w, a, 0])
+    ddy = float(pos[w, b, 1]) - float(pos[w, a, 1])
+    rvx = float(vel[w, b, 0]) - float(vel[w, a, 0])
+    rvy = float(vel[w, b, 1]) - float(vel[w, a, 1])
+    limit = (float(reach[w, a]) + float(reach[w, b]) + math.sqrt(rvx * rvx + rvy * rvy) * horizon) * 1.01
+    return math.sqrt(ddx * ddx + ddy * ddy) > limit + 1.0
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False)
+def _circle_pass(
+    cx: np.ndarray,
+    cy: np.ndarray,
+    radius: np.ndarray,
+    vel: np.ndarray,
+    pos: np.ndarray,
+    active: np.ndarray,
+    reach: np.ndarray,
+    k: int,
+    horizon: float,
+    near: np.ndarray,
+    q_abs: np.ndarray,
+    todo: np.ndarray,
+) -> None:
+    """Pass 1 of the TTC/DRAC: per kept pair (``todo``), the closest circle pair's squared distance
+    (``near``) and the 9 circle pairs' ``|q|`` (``q_abs``), whose square roots torch then takes."""
+    w_n, m_n = active.shape
+    zero = np.float32(0.0)
+    for w in numba.prange(w_n):
+        for a in range(k):
+            for b in range(m_n):
+                keep = (
+                    b != a and active[w, a] and active[w, b] and not _far(pos, vel, reach, w, a, b, horizon)
+                )
+                todo[w, a, b] = keep
+                if not keep:
+                    continue
+                p, q = (a, b) if a < b else (b, a)  # the lower index first, as ttc_drac_of_pairs
+                rvx = vel[w, q, 0] - vel[w, p, 0]
+                rvy = vel[w, q, 1] - vel[w, p, 1]
+                radius_sum = radius[w, p] + radius[w, q]
+                rsum2 = radius_sum * radius_sum
+                aa = rvx * rvx + rvy * rvy
+                near2 = np.float32(np.inf)
+                for mi in range(3):
+                    for ni in range(3):
+                        ex = cx[w, q, ni] - cx[w, p, mi]
+                        ey = cy[w, q, ni] - cy[w, p, mi]
+                        h = min(_fma(ey, rvy, ex * rvx), zero)  # (dx * rvx).addcmul_(dy, rvy), clamped
+                        dist2 = _fma(ey, ey, ex * ex)
+                        near2 = min(near2, dist2)
+                        qq = _fma(-aa, dist2 - rsum2, h * h)  # (h * h).addcmul_(a, c, value=-1)
+                        q_abs[w, a, b, mi * 3 + ni] = abs(qq)
+                near[w, a, b] = near2
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False)
+def _finish_pass(
+    cx: np.ndarray,
+    cy: np.ndarray,
+    radius: np.ndarray,
+    vel: np.ndarray,
+    pos: np.ndarray,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    half_l: np.ndarray,
+    half_w: np.ndarray,
+    todo: np.ndarray,
+    q_sqrt: np.ndarray,
+    near_sqrt: np.ndarray,
+    k: int,
+    horizon: np.float32,
+    ttc_out: np.ndarray,
+    drac_out: np.ndarray,
+    overlap_out: np.ndarray,
+) -> None:
+    """Pass 2: box overlap, TTC and DRAC of the kept pairs from pass 1's square roots."""
+    w_n, m_n = todo.shape[0], todo.shape[2]
+    inf = np.float32(np.inf)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    two = np.float32(2.0)
+    eps = np.float32(1e-6)
+    gap_min = np.float32(DRAC_MIN_GAP_M)
+    for w in numba.prange(w_n):
+        for a in range(k):
+            for b in range(m_n):
+                ttc_out[w, a, b] = inf
+                drac_out[w, a, b] = zero
+                overlap_out[w, a, b] = False
+                if not todo[w, a, b]:
+                    continue
+                # box overlap, rows i = a (as agent_box_overlap)
+                dx = pos[w, b, 0] - pos[w, a, 0]
+                dy = pos[w, b, 1] - pos[w, a, 1]
+                ci, si, cj, sj = cos[w, a], sin[w, a], cos[w, b], sin[w, b]
+                rel_c = abs(ci * cj + si * sj)
+                rel_s = abs(si * cj - ci * sj)
+                ai, bi, aj, bj = half_l[w, a], half_w[w, a], half_l[w, b], half_w[w, b]
+                sep = abs(dx * ci + dy * si) > ai + aj * rel_c + bj * rel_s
+                sep = sep or abs(dy * ci - dx * si) > bi + aj * rel_s + bj * rel_c
+                sep = sep or abs(dx * cj + dy * sj) > aj + ai * rel_c + bi * rel_s
+                sep = sep or abs(dy * cj - dx * sj) > bj + ai * rel_s + bi * rel_c
+                overlap_out[w, a, b] = not sep
+                # TTC and DRAC (as ttc_drac_of_pairs)
+                p, q = (a, b) if a < b else (b, a)
+                rvx = vel[w, q, 0] - vel[w, p, 0]
+                rvy = vel[w, q, 1] - vel[w, p, 1]
+                radius_sum = radius[w, p] + radius[w, q]
+                rsum2 = radius_sum * radius_sum
+                aa = rvx * rvx + rvy * rvy
+                near2 = inf
+                near_h = zero
+                rate_max = -inf
+                nan_seen = False
+                for mi in range(3):
+                    for ni in range(3):
+                        ex = cx[w, q, ni] - cx[w, p, mi]
+                        ey = cy[w, q, ni] - cy[w, p, mi]
+                        h = _fma(ey, rvy, ex * rvx)
+                        dist2 = _fma(ey, ey, ex * ex)
+                        if (mi == 0 and ni == 0) or dist2 < near2:  # the first of equals, as torch.min
+                            near2, near_h = dist2, h
+                        c = dist2 - rsum2
+                        h = min(h, zero)
+                        qq = _fma(-aa, c, h * h)
+                        rate = np.float32(math.copysign(q_sqrt[w, a, b, mi * 3 + ni] - h, qq) / c)
+                        if rate != rate:  # amax propagates NaN
+                            nan_seen = True
+                        elif rate > rate_max:
+                            rate_max = rate
+                ttc = one / rate_max if (rate_max > zero and not nan_seen) else inf
+                if near2 <= rsum2:
+                    ttc = zero
+                if ttc > horizon:
+                    continue
+                ttc_out[w, a, b] = ttc
+                dist = near_sqrt[w, a, b]
+                closing = -near_h / max(dist, eps)
+                if closing > zero:
+                    drac_out[w, a, b] = closing * closing / (two * max(dist - radius_sum, gap_min))
+
+
+def agent_interactions(
+    pos_xy: torch.Tensor,
+    yaw: torch.Tensor,
+    vel_xy: torch.Tensor,
+    length: torch.Tensor,
+    width: torch.Tensor,
+    active: torch.Tensor,
+    k: int,
+    horizon_s: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(ttc_s, drac_mps2, overlap)``, each ``[W, k, M]``, of the first ``k`` objects (the controlled
+    agents) against all ``M`` (CPU float32 tensors, as :func:`~scenefactory.tasks.driving.pairs.
+    agent_ttc_drac` and :func:`~scenefactory.tasks.driving.pairs.agent_box_overlap`; bit for bit
+    their results, module docstring)."""
+    centres, radius = circle_cover(pos_xy, yaw, length, width)
+    cos, sin = torch.cos(yaw), torch.sin(yaw)
+    half_l, half_w = 0.5 * length, 0.5 * width
+    reach = torch.maximum(torch.hypot(half_l, half_w), length / 3.0 + radius)
+    w, m = active.shape
+    ttc = torch.empty((w, k, m), dtype=torch.float32)
+    drac = torch.empty((w, k, m), dtype=torch.float32)
+    overlap = torch.empty((w, k, m), dtype=torch.bool)
+    near = torch.zeros((w, k, m), dtype=torch.float32)
+    q_abs = torch.zeros((w, k, m, 9), dtype=torch.float32)
+    todo = torch.empty((w, k, m), dtype=torch.bool)
+    cx, cy = centres[..., 0].contiguous().numpy(), centres[..., 1].contiguous().numpy()
+    rad, vel, pos = radius.contiguous().numpy(), vel_xy.contiguous().numpy(), pos_xy.contiguous().numpy()
+    with numba_threads():
+        _circle_pass(
+            cx, cy, rad, vel, pos, active.contiguous().numpy(), reach.numpy(), k, float(horizon_s),
+            near.numpy(), q_abs.numpy(), todo.numpy(),
+        )  # fmt: skip
+        # torch's own square roots (MKL's on the CPU: not always the correctly rounded ones numba
+        # would take), elementwise, so each value is the one the torch path computes
+        q_sqrt, near_sqrt = q_abs.sqrt_(), near.sqrt_()
+        _finish_pass(
+            cx, cy, rad, vel, pos, cos.numpy(), sin.numpy(), half_l.contiguous().numpy(),
+            half_w.contiguous().numpy(), todo.numpy(), q_sqrt.numpy(), near_sqrt.numpy(), k,
+            _F(horizon_s), ttc.numpy(), drac.numpy(), overlap.numpy(),
+        )  # fmt: skip
+    return ttc, drac, overlap
+
+
+class numba_threads:  # noqa: N801 (a context manager used like a function)
+    """Run numba's parallel loops on ``torch.get_num_threads()`` threads (at most numba's pool)."""
+
+    def __enter__(self) -> None:
+        """Set numba's thread count for the block."""
+        self._before = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+
+    def __exit__(self, *exc: object) -> None:
+        """Restore it."""
+        numba.set_num_threads(self._before)
