@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from scenefactory.cli.argtypes import (
     out_path,
 )
 from scenefactory.cli.engine import PHYSICS_HELP, add_engine_flags, engine_device, engine_spec
+from scenefactory.cli.flags import ListAction
 from scenefactory.engines.spec import DEFAULT_PHYSICS_HZ, EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.scenes.friction import PRESETS
@@ -94,20 +96,53 @@ def add_task_parser(command: str, tasks: Any) -> None:
     t.add_argument("--out", type=out_path, required=True)
 
 
+TRAIN_FIELDS = {
+    "worlds": "worlds",
+    "agents": "agents",
+    "min_active_fraction": "min_active_fraction",
+    "iterations": "iterations",
+    "train_scenes": "num_train_scenes",
+    "scenes": "scenes_dir",
+    "scene_split": "scene_split",
+    "signals": "signals",
+}
+"""``train drive``'s flags (their dests) → the :class:`~scenefactory.jobs.drive.TrainArgs` field
+each sets. They default to absent (``argparse.SUPPRESS``): the field's default, or ``--recipe``'s."""
+
+
 def _train_flags(t: Any) -> None:
-    t.add_argument("--worlds", type=WORLDS, default=128)
-    t.add_argument("--agents", type=AGENTS_OR_AUTO, default=8, help=f"agents per world, or {AUTO_HELP}")
-    t.add_argument("--min-active-fraction", type=MIN_ACTIVE_FRACTION, default=0.0, help=RESET_HELP)
-    t.add_argument("--iterations", type=ITERATIONS, default=150)
+    absent = argparse.SUPPRESS
+    t.add_argument("--worlds", type=WORLDS, default=absent, help="worlds run in parallel (default 128)")
+    t.add_argument(
+        "--agents", type=AGENTS_OR_AUTO, default=absent, help=f"agents per world (default 8), or {AUTO_HELP}"
+    )
+    t.add_argument("--min-active-fraction", type=MIN_ACTIVE_FRACTION, default=absent, help=RESET_HELP)
+    t.add_argument("--iterations", type=ITERATIONS, default=absent, help="PPO iterations (default 150)")
     t.add_argument(
         "--train-scenes",
         type=IntRange(0, MAX_SCENES, SCENES.note),
-        default=None,
+        default=absent,
         help="procedural training scenes (default 120, or 0 with --scenes)",
     )
-    t.add_argument("--scenes", type=Path, default=None, help="folder of scene JSON files to train on")
-    t.add_argument("--scene-split", choices=SCENE_SPLITS, default="all", help=SPLIT_HELP)
-    t.add_argument("--signals", action="store_true", help=SIGNALS_HELP)
+    t.add_argument("--scenes", type=Path, default=absent, help="folder of scene JSON files to train on")
+    t.add_argument("--scene-split", choices=SCENE_SPLITS, default=absent, help=SPLIT_HELP)
+    t.add_argument("--signals", action="store_true", default=absent, help=SIGNALS_HELP)
+    t.add_argument(
+        "--recipe",
+        default=None,
+        metavar="NAME",
+        help="a named recipe (demo, real-format; --list-recipes); the flags given beside it replace "
+        "its values",
+    )
+    t.add_argument(
+        "--list-recipes", action=ListAction, listing=_recipe_listing, help="list the recipes and exit"
+    )
+
+
+def _recipe_listing() -> str:
+    from scenefactory.jobs import recipes  # only when asked: it loads the driving jobs
+
+    return recipes.listing()
 
 
 def _eval_flags(t: Any) -> None:
@@ -222,29 +257,26 @@ def validate_vehicle(args: argparse.Namespace) -> int:
 
 
 def train(args: argparse.Namespace) -> int:
-    """``train drive``: procedural scenes (``--train-scenes``, by default 120, none with
+    """``train drive``: the flags given over :class:`~scenefactory.jobs.drive.TrainArgs`' defaults
+    or ``--recipe``'s values; procedural scenes (``--train-scenes``, by default 120, none with
     ``--scenes``) stay in the training seed range."""
-    from scenefactory.jobs import drive  # when the command runs: start-up time (module docstring)
+    from scenefactory.jobs import drive, recipes  # when the command runs: start-up time (module docstring)
 
-    engine = engine_spec(args, drive.POLICY_HZ, f"the {drive.POLICY_HZ:g} Hz policy")
-    scenes = args.train_scenes if args.train_scenes is not None else 0 if args.scenes else drive.TRAIN_SCENES
-    check_scene_range("train", args.seed, scenes, f"--seed {args.seed} with --train-scenes {scenes}")
-    trainer = drive.train(
-        drive.TrainArgs(
-            out=args.out,
-            engine=engine,
-            device=engine_device(args),
-            worlds=args.worlds,
-            agents=args.agents,
-            iterations=args.iterations,
-            seed=args.seed,
-            num_train_scenes=scenes,
-            scenes_dir=args.scenes,
-            scene_split=args.scene_split,
-            signals=args.signals,
-            min_active_fraction=args.min_active_fraction,
+    recipe = None if args.recipe is None else recipes.drive_recipe(args.recipe)
+    given = {field: getattr(args, dest) for dest, field in TRAIN_FIELDS.items() if hasattr(args, dest)}
+    if "num_train_scenes" not in given and "scenes_dir" in given:
+        given["num_train_scenes"] = 0  # --scenes alone: its scenes only
+    base = drive.TrainArgs(out=args.out) if recipe is None else recipe.args
+    if recipe is not None and recipe.needs_scenes and "scenes_dir" not in given:
+        raise UserError(
+            f"--recipe {recipe.name} trains on converted scenes: give --scenes DIR (the json folder "
+            "'scenefactory convert' writes)"
         )
-    )
+    engine = engine_spec(args, drive.POLICY_HZ, f"the {drive.POLICY_HZ:g} Hz policy")
+    spec = replace(base, **given, out=args.out, engine=engine, device=engine_device(args), seed=args.seed)
+    scenes = spec.num_train_scenes
+    check_scene_range("train", args.seed, scenes, f"--seed {args.seed} with --train-scenes {scenes}")
+    trainer = drive.train(spec)
     if trainer.ranks.main:  # torchrun: rank 0 reports
         print(f"checkpoint: {trainer.ckpt_dir / 'latest.pt'}")
     return 0

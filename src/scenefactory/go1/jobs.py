@@ -1,4 +1,5 @@
-"""Go1 jobs behind the CLI: train (its recipe in ``go1.recipe``), evaluate, render, bench, export and deploy.
+"""Go1 jobs behind the CLI: train (its recipe in ``go1.recipe``; a named recipe's chain of stages
+is ``go1.chain``), evaluate, render, bench, export and deploy.
 
 Each takes one frozen dataclass of its arguments (:class:`Go1TrainArgs`, :class:`Go1EvalArgs`,
 ...), which the CLI builds from its flags (``scenefactory.cli.go1``); when a checkpoint is

@@ -1,0 +1,96 @@
+"""The job behind ``train go1 --recipe NAME``: a named recipe's stages (``go1.recipes``) trained one
+after another, each ``go1.jobs.train`` run starting from the stage before."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from scenefactory.engines.mjwarp import PhysicsBackend
+from scenefactory.errors import UserError
+from scenefactory.go1.jobs import Go1TrainArgs, save_actor_only, train
+from scenefactory.go1.recipes import Go1Recipe, Start
+from scenefactory.io import write_json
+from scenefactory.rl.distributed import ranks_from_environ
+
+
+@dataclass(frozen=True, kw_only=True)
+class Go1RecipeArgs:
+    """Arguments of ``train go1 --recipe NAME``: the ``recipe`` (flags given beside it already
+    applied, ``go1.recipes.overridden``), its stages trained into ``out/<k>-<stage>`` on ``physics``."""
+
+    out: Path
+    recipe: Go1Recipe
+    physics: PhysicsBackend = field(default_factory=PhysicsBackend)
+
+
+def stage_folders(out: Path, recipe: Go1Recipe) -> list[Path]:
+    """Where each stage of ``recipe`` trains: ``out/1-velocity``, ``out/2-whole-body``, ..."""
+    return [out / f"{k}-{s.name}" for k, s in enumerate(recipe.stages, 1)]
+
+
+def _recipe_json(recipe: Go1Recipe) -> dict[str, Any]:
+    stages = [
+        {
+            "name": s.name,
+            "iterations": s.iterations,
+            "start": s.start.value,
+            "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(s.options).items()},
+            "command": s.command,
+        }
+        for s in recipe.stages
+    ]
+    return {"name": recipe.name, "envs": recipe.envs, "seed": recipe.seed, "stages": stages}
+
+
+def train_recipe(args: Go1RecipeArgs) -> Path:
+    """Train the stages of a named recipe one after another, each from the one before as its
+    :class:`~scenefactory.go1.recipes.Start` says (the previous stage's ``model_<N>.pt``, or its
+    actor alone written beside it as ``actor.pt``); writes ``out/recipe.json``; returns the last
+    stage's final checkpoint. Rerunning the command resumes: a finished stage trains nothing."""
+    recipe, out = args.recipe, args.out
+    if len(recipe.stages) > 1 and ranks_from_environ().distributed:
+        raise UserError(
+            f"--recipe {recipe.name} chains {len(recipe.stages)} stages in one process; under torchrun "
+            "train each stage with its own command (go1.recipes lists them)"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "recipe.json", _recipe_json(recipe))
+    last: Path | None = None
+    folders = stage_folders(out, recipe)
+    for k, (stage, folder) in enumerate(zip(recipe.stages, folders, strict=True), 1):
+        init: Path | None = None
+        if stage.start is not Start.FRESH:
+            assert last is not None  # Go1Recipe: only the first stage starts fresh
+            init = (
+                last
+                if stage.start is Start.CHECKPOINT
+                else save_actor_only(last, last.parent.parent / "actor.pt")
+            )
+        print(
+            f"train go1 --recipe {recipe.name}: stage {k}/{len(recipe.stages)} {stage.name}, "
+            f"{stage.iterations} iterations from {init or 'scratch'} -> {folder}",
+            file=sys.stderr,
+            flush=True,
+        )
+        options = replace(stage.options, init_from=init)
+        trainer = train(
+            Go1TrainArgs(
+                out=folder,
+                envs=recipe.envs,
+                iterations=stage.iterations,
+                seed=recipe.seed,
+                recipe=options,
+                physics=args.physics,
+            )
+        )
+        last = trainer.ckpt_dir / f"model_{stage.iterations}.pt"
+        if not last.is_file():
+            raise UserError(
+                f"--recipe {recipe.name}: stage {stage.name} ended without {last} (its folder holds "
+                "another run's checkpoints?)"
+            )
+    assert last is not None
+    return last
