@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import io
 import socket
-import subprocess
-import sys
+import threading
 import time
 from pathlib import Path
 
@@ -120,45 +119,48 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_live_viewer_page_loads_and_draws(tmp_path: Path) -> None:
+def test_live_viewer_page_loads_and_draws(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip(
         "viser", reason="the live viewer needs the 'viewer' extra (pip install scenefactory[viewer])"
     )
-    from scenefactory.scenes.scene_json import save_scene
+    from scenefactory.cli.main import main
+    from scenefactory.evaluation.rollout import EXPERT
+    from scenefactory.jobs.view import serve
+    from scenefactory.jobs.view_drive import DriveSource
 
-    folder = tmp_path / "scenes"
-    folder.mkdir()
-    save_scene(chase_scene(), folder / "chase.json")
-    port = _free_port()
-    cmd = [sys.executable, "-m", "scenefactory", "view", "--scenes", str(folder), "--port", str(port)]
-    proc = subprocess.Popen(
-        [*cmd, "--max-seconds", "60"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    # the command checks what to show before it serves anything
+    assert main(["view", "--port", str(_free_port())]) == 2
+    assert "view needs --scenes DIR, --checkpoint PATH" in capsys.readouterr().err
+
+    # the page loads and draws the scene that arrives over its websocket
+    source = DriveSource([chase_scene()], EXPERT, DrivingTaskConfig(agents_per_world=3), "chase")
+    urls: list[str] = []
+    stop = threading.Event()
+    server = threading.Thread(
+        target=serve,
+        args=(source, _free_port()),
+        kwargs={"ready": urls.append, "stop": stop, "max_seconds": 120.0},
     )
+    server.start()
     try:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            time.sleep(0.2)
-        else:
-            pytest.fail("the viewer never listened")
+        deadline = time.monotonic() + 30
+        while not urls and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert urls, "the viewer never became ready"
         with Browser(1000, 700) as b:
-            b.goto(f"http://127.0.0.1:{port}/")
-            b.wait_for("document.querySelector('canvas') !== null", timeout_s=30)
-            # the scene arrives over the websocket and is drawn: the canvas is more than its background
+            b.goto(urls[0])
+            b.wait_for("document.body.innerText.includes('Playback')", timeout_s=30)
             deadline = time.monotonic() + 30
             colours = 0
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline:  # the canvas is more than its background
                 shot = _png(b.screenshot())
                 colours = len(np.unique(shot[::4, ::4].reshape(-1, 3), axis=0))
                 if colours > 50:
                     break
                 b.pump(0.5)
             assert colours > 50
+            assert b.errors() == []
     finally:
-        proc.terminate()
-        proc.wait(20)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop.set()
+        server.join(20)
+    assert not server.is_alive()

@@ -91,7 +91,7 @@ def step_extras(
         objs = [torch.cat((a.to(b.dtype), b), dim=1) for a, b in zip(own, rep, strict=True)]
     else:
         objs = list(own)
-    ttc, drac = pairwise_ttc_drac(*objs, horizon_s)
+    ttc, drac = pairwise_ttc_drac(objs[0], objs[1], objs[2], objs[3], objs[4], objs[5], horizon_s)
     out = {
         "ttc_s": ttc[:, :k].amin(-1),
         "drac_mps2": drac[:, :k].amax(-1),
