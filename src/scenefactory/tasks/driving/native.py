@@ -27,6 +27,8 @@ of a fresh checkout compiles for a few seconds.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -48,6 +50,10 @@ def _fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
         return builder.fma(*args)
 
     return sig, codegen
+
+
+fma = cast("Callable[[Any, Any, Any], Any]", _fma)
+""":func:`_fma` as the kernels call it (typed for mypy; numba sees the intrinsic itself)."""
 
 
 @numba.njit(inline="always")
@@ -100,10 +106,10 @@ def _circle_pass(
                     for ni in range(3):
                         ex = cx[w, q, ni] - cx[w, p, mi]
                         ey = cy[w, q, ni] - cy[w, p, mi]
-                        h = min(_fma(ey, rvy, ex * rvx), zero)  # (dx * rvx).addcmul_(dy, rvy), clamped
-                        dist2 = _fma(ey, ey, ex * ex)
+                        h = min(fma(ey, rvy, ex * rvx), zero)  # (dx * rvx).addcmul_(dy, rvy), clamped
+                        dist2 = fma(ey, ey, ex * ex)
                         near2 = min(near2, dist2)
-                        qq = _fma(-aa, dist2 - rsum2, h * h)  # (h * h).addcmul_(a, c, value=-1)
+                        qq = fma(-aa, dist2 - rsum2, h * h)  # (h * h).addcmul_(a, c, value=-1)
                         q_abs[w, a, b, mi * 3 + ni] = abs(qq)
                 near[w, a, b] = near2
 
@@ -171,13 +177,13 @@ def _finish_pass(
                     for ni in range(3):
                         ex = cx[w, q, ni] - cx[w, p, mi]
                         ey = cy[w, q, ni] - cy[w, p, mi]
-                        h = _fma(ey, rvy, ex * rvx)
-                        dist2 = _fma(ey, ey, ex * ex)
+                        h = fma(ey, rvy, ex * rvx)
+                        dist2 = fma(ey, ey, ex * ex)
                         if (mi == 0 and ni == 0) or dist2 < near2:  # the first of equals, as torch.min
                             near2, near_h = dist2, h
                         c = dist2 - rsum2
                         h = min(h, zero)
-                        qq = _fma(-aa, c, h * h)
+                        qq = fma(-aa, c, h * h)
                         rate = np.float32(math.copysign(q_sqrt[w, a, b, mi * 3 + ni] - h, qq) / c)
                         if rate != rate:  # amax propagates NaN
                             nan_seen = True
@@ -244,7 +250,7 @@ class numba_threads:  # noqa: N801 (a context manager used like a function)
     def __enter__(self) -> None:
         """Set numba's thread count for the block."""
         self._before = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+        numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
 
     def __exit__(self, *exc: object) -> None:
         """Restore it."""
