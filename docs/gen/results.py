@@ -258,6 +258,38 @@ def _scene_loading_table(d: dict[str, Any]) -> str:
     return out
 
 
+def _validation_table(d: dict[str, Any]) -> str:
+    rows = [
+        [
+            f"{name} ({c['surface'].replace('_', ' ')}, {c['water_film_mm']:g} mm water)",
+            c["mu"],
+            f"{c['braking_distance_m']:.1f} m",
+            f"{c['braking_predicted_m']:.1f} m",
+            f"{c['max_lateral_accel_mps2']:.2f} m/s²",
+            f"{c['lateral_over_mu_g']:.2f}",
+            "pass" if all(c["checks"].values()) else "FAIL",
+        ]
+        for name, c in d["conditions"].items()
+    ]
+    out = table(["road", "μ", "braking from 20 m/s", "v²/(2μg)", "max lateral accel", "÷ μg", "checks"], rows)
+    verdict = "passed" if d["passed"] else "FAILED"
+    return out + (
+        f"\n\nThe mujoco tier's car at {d['physics_hz']:g} Hz physics: braking must be within ±20 % of "
+        f"v²/(2μg) and the lateral limit must scale with μ (within ±25 %); verdict: **{verdict}**."
+    )
+
+
+def _validation_headline(d: dict[str, Any]) -> list[dict[str, str]]:
+    c = d["conditions"]
+    return [
+        {
+            "what": "mujoco car, braking distance from 20 m/s on dry asphalt / ice, against v²/(2μg)",
+            "value": f"{c['dry']['braking_distance_m']:.1f} m / {c['ice']['braking_distance_m']:.1f} m "
+            f"({c['dry']['braking_predicted_m']:.1f} / {c['ice']['braking_predicted_m']:.1f})",
+        }
+    ]
+
+
 @dataclass(frozen=True)
 class Known:
     """A result file this module recognizes by name (a glob on its path under benchmarks/results)."""
@@ -298,6 +330,14 @@ def _go1_headline(d: dict[str, Any]) -> list[dict[str, str]]:
 
 
 KNOWN: tuple[Known, ...] = (
+    Known(
+        "vehicle_validation.json",
+        "Vehicle validation on five road surfaces",
+        "scenefactory validate vehicle --surface dry --surface wet --surface heavy_rain --surface snow "
+        "--surface ice --out runs/validate",
+        _validation_table,
+        headline=_validation_headline,
+    ),
     Known(
         "drive_throughput_kinematic.json",
         "Driving throughput, kinematic tier (256 worlds × 16 agents)",
