@@ -156,6 +156,25 @@ def test_wrong_recipe_names_and_starts_are_one_line(
     assert "--init-from with --recipe rough" in capsys.readouterr().err
 
 
+def test_from_stage_starts_a_chain_later_from_a_given_checkpoint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--from-stage whole-body --init-from go1_robust.pt`` is the run log's second stage command:
+    the chain skips the velocity stage and starts there from the file given."""
+    _capture(monkeypatch, chain, "train_recipe")
+    argv = ["train", "go1", "--recipe", "whole-body", "--out", str(tmp_path / "r")]
+    with pytest.raises(JobStartedError) as run:
+        cli.main([*argv, "--from-stage", "whole-body", "--init-from", str(SHIPPED_POLICY)])
+    assert (run.value.job_args.first_stage, run.value.job_args.init_from) == (1, SHIPPED_POLICY)
+    assert run.value.job_args.recipe == GO1_RECIPES["whole-body"]  # --init-from is the start, not a field
+    assert cli.main([*argv, "--from-stage", "whole-body"]) == 2
+    assert "--from-stage whole-body of --recipe whole-body needs --init-from CKPT" in capsys.readouterr().err
+    assert cli.main([*argv, "--from-stage", "turns", "--init-from", str(SHIPPED_POLICY)]) == 2
+    assert "has the stages velocity, whole-body, pure-turn" in capsys.readouterr().err
+    assert cli.main([*argv, "--from-stage", "velocity", "--init-from", str(SHIPPED_POLICY)]) == 2
+    assert "starts fresh: give no --init-from" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("task", "names"), [("go1", GO1_RECIPES), ("drive", DRIVE_RECIPES)])
 def test_list_recipes_needs_no_out(
     task: str, names: dict[str, Any], capsys: pytest.CaptureFixture[str]
@@ -279,3 +298,21 @@ def test_whole_body_chain_runs_each_stage_from_the_one_before(tmp_path: Path) ->
     last = load_go1_policy(folders[2] / "checkpoints" / "model_1.pt")
     assert last.task_cfg == replace(load_go1_policy(SHIPPED_POLICY).task_cfg, num_envs=4)
     assert json.loads((out / "recipe.json").read_text())["name"] == "whole-body"
+
+
+def test_the_parser_reads_recipes_without_the_go1_stack() -> None:
+    """``cli.go1`` imports ``go1.options`` and ``go1.recipes`` to build its flags and list recipes:
+    they must import no Go1 module but each other (``scenefactory --help`` loads no MuJoCo model
+    or rsl-rl for them)."""
+    import ast
+
+    import scenefactory.go1.options as options_module
+    import scenefactory.go1.recipes as recipes_module
+
+    allowed = {"__future__", "enum", "dataclasses", "pathlib", "typing", "scenefactory.errors"}
+    allowed |= {"scenefactory.go1.options"}
+    for module in (options_module, recipes_module):
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert names <= allowed, (module.__name__, names - allowed)

@@ -42,7 +42,7 @@ from scenefactory.cli.go1_train_flags import (
 )
 from scenefactory.errors import UserError
 from scenefactory.go1.options import RecipeOptions
-from scenefactory.go1.recipes import go1_recipe, overridden
+from scenefactory.go1.recipes import check_start, go1_recipe, overridden, stage_index
 
 SEED = IntRange(0, MAX_SEED)
 EPISODES = positive(MAX_EPISODES)
@@ -217,16 +217,20 @@ def train(args: argparse.Namespace) -> int:
     with ``--recipe NAME`` over that named recipe's stages (``go1.recipes.overridden``)."""
     options = given_fields(args, RECIPE_FLAGS)
     sizes = {k: getattr(args, k) for k in ("envs", "iterations", "seed") if hasattr(args, k)}
+    if args.recipe is None and args.from_stage is not None:
+        raise UserError("--from-stage names a stage of --recipe NAME: give the recipe")
     if args.recipe is not None:
         named = go1_recipe(args.recipe)  # before the Go1 stack loads: a wrong name is refused at once
+        first = 0 if args.from_stage is None else stage_index(named, args.from_stage)
+        init = options.pop("init_from", None) if args.from_stage is not None else None
+        check_start(named, first, init)
         from scenefactory.go1 import chain  # when the command runs: start-up time (module docstring)
 
-        last = chain.train_recipe(
-            chain.Go1RecipeArgs(
-                out=args.out, recipe=overridden(named, options, **sizes), physics=physics(args)
-            )
+        recipe = overridden(named, options, **sizes)
+        run = chain.Go1RecipeArgs(
+            out=args.out, recipe=recipe, physics=physics(args), first_stage=first, init_from=init
         )
-        print(f"checkpoint: {last}")
+        print(f"checkpoint: {chain.train_recipe(run)}")
         return 0
     from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
 

@@ -201,5 +201,12 @@ def add_train_flags(t: argparse.ArgumentParser) -> None:
         help="PPO iterations (default 1500; with --recipe: every stage's, default each stage's own)",
     )
     t.add_argument("--recipe", default=None, metavar="NAME", help=RECIPE_HELP)
+    t.add_argument(
+        "--from-stage",
+        default=None,
+        metavar="STAGE",
+        help="with --recipe: start at this stage, from --init-from CKPT instead of the stage before "
+        "(e.g. --recipe whole-body --from-stage whole-body --init-from go1_robust.pt)",
+    )
     t.add_argument("--list-recipes", action=ListAction, listing=listing, help="list the recipes and exit")
     add_flags(t, RecipeOptions, RECIPE_FLAGS)

@@ -11,7 +11,7 @@ from typing import Any
 from scenefactory.engines.mjwarp import PhysicsBackend
 from scenefactory.errors import UserError
 from scenefactory.go1.jobs import Go1TrainArgs, save_actor_only, train
-from scenefactory.go1.recipes import Go1Recipe, Start
+from scenefactory.go1.recipes import Go1Recipe, Start, check_start
 from scenefactory.io import write_json
 from scenefactory.rl.distributed import ranks_from_environ
 
@@ -24,6 +24,12 @@ class Go1RecipeArgs:
     out: Path
     recipe: Go1Recipe
     physics: PhysicsBackend = field(default_factory=PhysicsBackend)
+    first_stage: int = 0
+    """Start the chain at this stage (``--from-stage``): the ones before are skipped."""
+    init_from: Path | None = None
+    """With ``first_stage``: the checkpoint that stage starts from in place of the stage before's
+    (a training checkpoint, or a policy file; only its actor is read where the stage starts from
+    the previous actor alone)."""
 
 
 def stage_folders(out: Path, recipe: Go1Recipe) -> list[Path]:
@@ -48,27 +54,31 @@ def _recipe_json(recipe: Go1Recipe) -> dict[str, Any]:
 def train_recipe(args: Go1RecipeArgs) -> Path:
     """Train the stages of a named recipe one after another, each from the one before as its
     :class:`~scenefactory.go1.recipes.Start` says (the previous stage's ``model_<N>.pt``, or its
-    actor alone written beside it as ``actor.pt``); writes ``out/recipe.json``; returns the last
-    stage's final checkpoint. Rerunning the command resumes: a finished stage trains nothing."""
+    actor alone written beside it as ``actor.pt``), from ``first_stage`` on (that one from
+    ``init_from``); writes ``out/recipe.json``; returns the last stage's final checkpoint.
+    Rerunning the command resumes: a finished stage trains nothing."""
     recipe, out = args.recipe, args.out
     if len(recipe.stages) > 1 and ranks_from_environ().distributed:
         raise UserError(
             f"--recipe {recipe.name} chains {len(recipe.stages)} stages in one process; under torchrun "
             "train each stage with its own command (go1.recipes lists them)"
         )
+    first, last = args.first_stage, args.init_from
+    check_start(recipe, first, last)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "recipe.json", _recipe_json(recipe))
-    last: Path | None = None
+    record = {**_recipe_json(recipe), "first_stage": first, "init_from": None if last is None else str(last)}
+    write_json(out / "recipe.json", record)
     folders = stage_folders(out, recipe)
     for k, (stage, folder) in enumerate(zip(recipe.stages, folders, strict=True), 1):
+        if k - 1 < first:
+            continue  # --from-stage: started from init_from instead
         init: Path | None = None
-        if stage.start is not Start.FRESH:
-            assert last is not None  # Go1Recipe: only the first stage starts fresh
-            init = (
-                last
-                if stage.start is Start.CHECKPOINT
-                else save_actor_only(last, last.parent.parent / "actor.pt")
-            )
+        if stage.start is Start.CHECKPOINT:
+            init = last
+        elif stage.start is Start.ACTOR:
+            assert last is not None  # Go1Recipe: only the first stage starts fresh; check_start
+            actor = out / "start_actor.pt" if k - 1 == first else last.parent.parent / "actor.pt"
+            init = save_actor_only(last, actor)
         print(
             f"train go1 --recipe {recipe.name}: stage {k}/{len(recipe.stages)} {stage.name}, "
             f"{stage.iterations} iterations from {init or 'scratch'} -> {folder}",
