@@ -98,6 +98,35 @@ def test_getting_started_commands_run_as_written(
     assert json.loads((tmp_path / "runs" / "go1_eval" / "metrics.json").read_text())
 
 
+def documented_commands() -> list[tuple[str, list[str]]]:
+    """Every ``scenefactory ...`` line (also after ``torchrun ... -m``) in the README's and the docs
+    pages' ``bash`` blocks: ``(file, words after 'scenefactory')``."""
+    out = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for block in re.findall(r"```bash\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                words = shlex.split(line, comments=True)
+                if "scenefactory" in words and words[0] in ("scenefactory", "torchrun"):
+                    out.append((path.relative_to(ROOT).as_posix(), words[words.index("scenefactory") + 1 :]))
+    return out
+
+
+def test_every_documented_command_line_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each command a page shows uses flags the parser has, with values it accepts (the pages are
+    checked against the code, not only the getting-started ones that run)."""
+    commands = documented_commands()
+    assert len(commands) > 30
+    parser = build_parser()
+    for where, words in commands:
+        try:
+            parser.parse_args(words)
+        except SystemExit as e:  # --list-recipes prints and exits 0
+            assert e.code == 0, (where, words)
+        except Exception as e:
+            raise AssertionError(f"{where}: scenefactory {' '.join(words)}: {e}") from e
+    capsys.readouterr()
+
+
 def _leaf_parsers() -> list[tuple[tuple[str, ...], object]]:
     return [(w, p) for w, p, _ in cli_reference.commands(build_parser())]
 
