@@ -20,7 +20,15 @@ from typing import Any
 from scenefactory.bounds import DRIVE_SEED, LAG_STEPS, MAX_BUDGET, MAX_POLICY_SEEDS, positive
 from scenefactory.cli.argtypes import ITERATIONS, SCENES, out_path
 
-EXPERIMENT_NAMES = ("transfer", "friction-change", "wet-road", "log-grounding", "grounding", "matrix")
+EXPERIMENT_NAMES = (
+    "transfer",
+    "friction-change",
+    "wet-road",
+    "log-grounding",
+    "grounding",
+    "matrix",
+    "go1-navigation",
+)
 """The names of ``scenefactory.experiments.EXPERIMENTS``, in its order (for ``--help``)."""
 
 

@@ -15,6 +15,8 @@ the trainings and evaluations run as tasks on that Ray cluster (:mod:`.ray_backe
 - ``matrix``: policies trained on kinematic, on each learned dynamics model of mujoco and on mujoco,
   each evaluated on mujoco and kinematic; each model's held-out error against the goal reach on
   mujoco of the policies trained in it (``--dynamics-model KIND=PATH``).
+- ``go1-navigation``: navigation policies trained in a point-mass simulator grounded with Go1
+  rollouts (each grounding method), evaluated on the Go1 (``--budget``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from scenefactory.errors import UserError
-from scenefactory.experiments import friction_change, grounding, log_grounding, matrix, transfer, wet_road
+from scenefactory.experiments import (
+    friction_change,
+    go1_navigation,
+    grounding,
+    log_grounding,
+    matrix,
+    transfer,
+    wet_road,
+)
 from scenefactory.experiments.base import ExperimentArgs, Sizes
 from scenefactory.experiments.registry import Experiment
 from scenefactory.experiments.report import ResultsFile
@@ -40,6 +50,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         log_grounding.EXPERIMENT,
         grounding.EXPERIMENT,
         matrix.EXPERIMENT,
+        go1_navigation.EXPERIMENT,
     )
 }
 """Experiment name → registry entry."""

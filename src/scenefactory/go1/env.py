@@ -76,14 +76,16 @@ class Go1Env:
         seed: int = 0,
         nthread: int | None = None,
         randomize_episode_start: bool = False,
+        boxes_m: np.ndarray | None = None,
     ) -> None:
-        """Build the model and batch; every robot starts at its home pose with a fresh command."""
+        """Build the model and batch; every robot starts at its home pose with a fresh command.
+        ``boxes_m`` (B, 6): static obstacles in every world (centre xyz, half-sizes [m]; navigation)."""
         self.cfg = cfg
         self.num_envs = cfg.num_envs
         self.num_actions = go1.NUM_JOINTS
         self.terrain = generate(cfg.terrain) if cfg.terrain.enabled else None
         """The rough-terrain grid all worlds share (``None``: the flat floor; ``go1.terrain``)."""
-        self.model = go1_model(1.0 / cfg.physics_hz, self.terrain)
+        self.model = go1_model(1.0 / cfg.physics_hz, self.terrain, boxes_m=boxes_m)
         self.index = go1.Go1Index.from_model(self.model)
         self.sim = make_sim(self.model, cfg.num_envs, cfg.physics, nthread)  # MuJoCo C, or Warp: cfg.physics
         self._qpos, self._qvel = self.sim.bind("qpos"), self.sim.bind("qvel")

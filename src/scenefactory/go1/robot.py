@@ -202,12 +202,14 @@ def go1_mjcf(
     with_visuals: bool = True,
     solver: SolverOptions | None = None,
     ground: tuple[str, str] | None = None,
+    boxes_m: npt.NDArray[np.float64] | None = None,
 ) -> str:
     """The MJCF of one Go1 on a flat floor (see the module docstring).
 
     ``solver`` overrides the ``<option>`` settings (its timestep wins over ``timestep_s``);
     ``ground`` replaces the floor plane: (asset, worldbody) MJCF whose ground geom is named
-    ``floor`` (``go1.terrain.hfield_xml``, the rough-terrain height field)."""
+    ``floor`` (``go1.terrain.hfield_xml``, the rough-terrain height field); ``boxes_m`` adds static
+    obstacles (:func:`box_geoms_xml`)."""
     opt = solver or SolverOptions(timestep_s=timestep_s)
     legs = "".join(_leg_xml(leg) for leg in LEGS)
     q0 = default_joint_pos()
@@ -257,7 +259,7 @@ def go1_mjcf(
   </default>
   <worldbody>
     <light pos="0 0 4" dir="0 0 -1" directional="true"/>
-{floor}
+{floor}{box_geoms_xml(boxes_m)}
     <body name="trunk" pos="0 0 {HOME_HEIGHT_M}">
       <camera name="track" mode="trackcom" pos="0.15 -1.15 0.38" xyaxes="1 0 0 0 0.3 1"/>
       <freejoint name="root"/>
@@ -286,6 +288,21 @@ def go1_mjcf(
   </keyframe>
 </mujoco>
 """
+
+
+def box_geoms_xml(boxes_m: npt.NDArray[np.float64] | None) -> str:
+    """Static axis-aligned boxes (B, 6) — centre x, y, z and half-sizes [m] — as world geoms that
+    the robot collides with (like the floor: ``contype`` 0, ``conaffinity`` 1); "" for ``None``."""
+    if boxes_m is None:
+        return ""
+    b = np.asarray(boxes_m, dtype=np.float64)
+    if b.ndim != 2 or b.shape[1] != 6 or not np.isfinite(b).all() or (b[:, 3:] <= 0).any():
+        raise ValueError(f"boxes_m must be (B, 6) finite centres and positive half-sizes, got {b.shape}")
+    return "".join(
+        f'\n    <geom name="obstacle_{i}" type="box" pos="{_vec(row[:3])}" size="{_vec(row[3:])}" '
+        'contype="0" conaffinity="1" rgba="0.55 0.45 0.35 1"/>'
+        for i, row in enumerate(b)
+    )
 
 
 @dataclass(frozen=True)

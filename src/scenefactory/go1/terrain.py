@@ -311,12 +311,18 @@ def yaw_of(quat_wxyz: Array) -> Array:
     return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
 
-def go1_model(timestep_s: float, terrain: Terrain | None, with_visuals: bool = False) -> mujoco.MjModel:
+def go1_model(
+    timestep_s: float,
+    terrain: Terrain | None,
+    with_visuals: bool = False,
+    boxes_m: np.ndarray | None = None,
+) -> mujoco.MjModel:
     """The compiled Go1 world: on the flat floor (``terrain`` ``None``: exactly
-    ``robot.go1_mjcf``'s model), or on ``terrain``'s height field with its heights written in."""
+    ``robot.go1_mjcf``'s model), or on ``terrain``'s height field with its heights written in;
+    ``boxes_m`` (B, 6): static obstacles (``robot.box_geoms_xml``)."""
     ground = None if terrain is None else hfield_xml(terrain)
     model = mujoco.MjModel.from_xml_string(
-        go1.go1_mjcf(timestep_s=timestep_s, with_visuals=with_visuals, ground=ground)
+        go1.go1_mjcf(timestep_s=timestep_s, with_visuals=with_visuals, ground=ground, boxes_m=boxes_m)
     )
     if terrain is not None:
         fill_hfield(model, terrain)
