@@ -237,28 +237,51 @@ def _main() -> None:
     p.add_argument("--step", type=int, default=None, help="for an HTML replay: show this step")
     p.add_argument("--world", type=int, default=0, help="for an HTML replay: show this world")
     p.add_argument("--select", type=int, default=None, help="for an HTML replay: select this agent")
+    p.add_argument("--fit-agents", action="store_true", help="for an HTML replay: zoom onto the agents")
+    p.add_argument(
+        "--zoom", type=float, default=None, help="for an HTML replay: zoom by this onto the selected agent"
+    )
     p.add_argument("--wait", default="true", help="a JS expression to wait for before the shot")
+    p.add_argument(
+        "--colors", type=int, default=None, help="save a palette PNG of this many colours (smaller)"
+    )
     a = p.parse_args()
     w, h = (int(v) for v in a.size.split("x"))
     url = a.page if "://" in a.page else Path(a.page).resolve().as_uri()
     with Browser(w, h) as b:
         b.goto(url)
         b.wait_for(a.wait)
-        if a.step is not None or a.select is not None:
+        if a.step is not None or a.select is not None or a.fit_agents or a.zoom is not None:
             b.wait_for("window.replay && window.replay.ready")
             b.eval(
                 f"document.getElementById('world').value = '{a.world}';"
                 "document.getElementById('world').dispatchEvent(new Event('change'))"
             )
+            if a.fit_agents:
+                b.eval("document.getElementById('fit-agents').click()")
             if a.select is not None:
                 b.eval(f"window.replay.selected = {a.select}")
+            if a.zoom is not None:
+                j, t = (a.select or 0), (a.step or 0)
+                b.eval(
+                    f"(() => {{ const r = window.replay; r.view.scale *= {a.zoom};"
+                    f" r.view.cx = r.w.agents.x[{j}][{t}]; r.view.cy = r.w.agents.y[{j}][{t}]; }})()"
+                )
             if a.step is not None:
                 b.eval(
                     f"(() => {{ const s = document.getElementById('slider'); s.value = '{a.step}';"
                     "s.dispatchEvent(new Event('input')); })()"
                 )
         b.pump(0.3)
-        b.screenshot(a.out)
+        png = b.screenshot(a.out)
+        if a.colors is not None:
+            import io
+
+            from PIL import Image
+
+            im = Image.open(io.BytesIO(png)).convert("RGB")
+            pal = im.quantize(colors=a.colors, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE)
+            pal.save(a.out, optimize=True)
         if b.errors():
             raise SystemExit(f"the page logged errors: {b.errors()}")
     print(f"screenshot: {a.out}")
