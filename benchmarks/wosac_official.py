@@ -30,11 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from scenefactory.evaluation.wosac.benchmark import WosacJob, run_wosac
-from scenefactory.scenes.womd.synthetic import WOMD_MIX, city_scenario
-from scenefactory.scenes.womd.tfrecord import write_records
+from scenefactory.evaluation.wosac.corpus import write_wosac_corpus
 
 PINS = (
     "tensorflow==2.13.1",
@@ -68,29 +65,6 @@ def ensure_venv(venv: Path) -> Path:
     return python
 
 
-def generate(folder: Path, count: int, seed: int) -> None:
-    """``count`` generated real-format scenarios with WOMD's traffic mix (pedestrians, cyclists,
-    parked and partly observed objects), like ``tests/test_wosac.py`` writes."""
-    rng = np.random.default_rng(seed)
-    records = []
-    for i in range(count):
-        bg = WOMD_MIX.background(rng)
-        vehicles = int(rng.integers(3, 33))
-        target = int(rng.integers(2000, 8001))
-        sub = int(rng.integers(0, 2**31))
-        while True:
-            try:
-                sc = city_scenario(f"wosac-{seed}-{i:04d}", sub, target, vehicles, 4, background=bg)
-                break
-            except ValueError:
-                if vehicles <= 1:
-                    raise
-                vehicles -= 1
-        records.append(sc.SerializeToString())
-    folder.mkdir(parents=True, exist_ok=True)
-    write_records(folder / "synthetic.tfrecord-00000-of-00001", records)
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scenes", type=Path, default=None, help="WOMD scenario shards (default: generate)")
@@ -107,7 +81,7 @@ def main() -> int:
     scenes = args.scenes
     if scenes is None:
         scenes = args.work / "scenes"
-        generate(scenes, args.generate, args.seed)
+        write_wosac_corpus(scenes, args.generate, args.seed)
     report: dict = {
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
         "official": WAYMO + " (" + ", ".join(PINS) + ")",

@@ -221,6 +221,25 @@ def test_benchmark_cli_writes_metrics(scenes: Path, tmp_path: Path) -> None:
     assert "realism meta-metric" in (out / "report.md").read_text()
 
 
+def test_every_valid_object_is_simulated_beyond_128() -> None:
+    """WOSAC simulates every track valid at the current step: 150 of them (the converter keeps 128),
+    the SDC and tracks to predict first, sorted by id."""
+    sc = city_scenario("many", 5, 2000, 4, 0)
+    base = list(sc.tracks)
+    next_id = max(t.id for t in base) + 1
+    while len(sc.tracks) < 150:
+        t = sc.tracks.add()
+        t.CopyFrom(base[len(sc.tracks) % len(base)])
+        t.id = next_id
+        next_id += 1
+        for st in t.states:
+            st.center_x += 1000.0 + 10.0 * next_id
+    scn = wosac_scenario(sc)
+    assert scn.num_objects == 150
+    evaluated = scn.object_id[: scn.num_eval].tolist()
+    assert evaluated == sorted(evaluated) and sc.tracks[sc.sdc_track_index].id in evaluated
+
+
 def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     """A folder without scenario shards and an unknown policy are refused with what was expected."""
     with pytest.raises(UserError, match="tfrecord"):

@@ -9,6 +9,7 @@ features are computed once and repeated R times (the histograms are the same as 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from collections.abc import Callable, Iterator
@@ -126,7 +127,7 @@ def run_wosac(job: WosacJob, command: str, progress: Callable[[str], None] | Non
     generator = torch.Generator().manual_seed(job.seed)
     per_scene: list[dict[str, Any]] = []
     saved: dict[str, np.ndarray] = {}
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     read_s = 0.0
     t_read = time.perf_counter()
     for k, (_, scn) in enumerate(iter_wosac_scenarios(job.scenes, job.max_scenes)):
@@ -151,7 +152,7 @@ def run_wosac(job: WosacJob, command: str, progress: Callable[[str], None] | Non
         t_read = time.perf_counter()
     if not per_scene:
         raise UserError(f"benchmark wosac: no scenario in {job.scenes}")
-    total_s = time.perf_counter() - t0
+    total_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     agg = aggregate([{k: v for k, v in s.items() if k not in ("scenario_id",)} for s in per_scene])
     result = {
         "benchmark": "wosac",
@@ -165,7 +166,10 @@ def run_wosac(job: WosacJob, command: str, progress: Callable[[str], None] | Non
         "published": [{"name": n, "realism_meta_metric": v, "source": s} for n, v, s in PUBLISHED],
         "timing": {
             "total_s": total_s,
+            "cpu_s": cpu_s,
             "read_s": read_s,
+            "load_average_1min": os.getloadavg()[0],
+            "cpus": os.cpu_count(),
             "threads": torch.get_num_threads(),
             "machine": platform.processor() or platform.machine(),
         },
@@ -174,7 +178,7 @@ def run_wosac(job: WosacJob, command: str, progress: Callable[[str], None] | Non
     atomic_write_text(job.out / "metrics.json", json.dumps(result, indent=2) + "\n")
     atomic_write_text(job.out / "report.md", report_markdown(result))
     if job.save_rollouts:
-        np.savez_compressed(job.out / "rollouts.npz", **saved)
+        np.savez_compressed(job.out / "rollouts.npz", **saved)  # type: ignore[arg-type]
     return result
 
 
@@ -206,7 +210,8 @@ def report_markdown(result: dict[str, Any]) -> str:
     t = result["timing"]
     lines += [
         "",
-        f"Time: {t['total_s']:.1f} s for {result['scenarios']} scenarios on {t['threads']} torch threads.",
+        f"Time: {t['total_s']:.1f} s wall ({t['cpu_s']:.1f} s CPU) for {result['scenarios']} scenarios on"
+        f" {t['threads']} torch threads, load average {t['load_average_1min']:.1f} on {t['cpus']} CPUs.",
         "",
     ]
     return "\n".join(lines)

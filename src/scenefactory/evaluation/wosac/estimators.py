@@ -55,7 +55,7 @@ def histogram_log_likelihood(
     sim_bins = bin_index(sim_values, min_val, max_val, num_bins)
     counts = torch.zeros(m, num_bins, dtype=torch.float32)
     counts.scatter_add_(1, sim_bins, torch.ones_like(sim_bins, dtype=torch.float32))
-    counts += np.float32(pseudocount)
+    counts += float(np.float32(pseudocount))
     log_prob = torch.log(counts) - torch.log(counts.sum(dim=1, keepdim=True))
     return torch.gather(log_prob, 1, bin_index(log_values, min_val, max_val, num_bins))
 

@@ -148,8 +148,8 @@ def grid_candidates(
     bound_b: torch.Tensor,
     upper_kind: str,
     extra_upper: torch.Tensor | None = None,
-    coarse_m: float = 32.0,
-    fine_m: float = 4.0,
+    coarse_m: float = 16.0,
+    fine_m: float = 2.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The (point, segment) pairs to measure: for each query point the segments that can be its
     nearest, as flat ``(Q,)`` point and segment indices, sorted by point then segment.
