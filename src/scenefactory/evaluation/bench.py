@@ -17,7 +17,9 @@ beside it:
 
 On a scene folder (``scenes``) the result also describes the scenes: agents per scene (the
 distribution), how many are controlled and replayed with K slots, the mean initial fill of a world
-(``tasks.driving.slots``), and road points per scene (mean, max).
+(``tasks.driving.slots``), road points per scene (mean, max), the logged objects each scene
+replays (mean, max) and how many of them are observed per step (mean over scenes of the mean over
+the log's steps).
 
 ``baseline=True`` runs the non-vectorized reference on the same engine, scenes and time step: the
 worlds are separate single-world environments stepped one after another in a Python loop, and
@@ -74,17 +76,19 @@ def bench_drive(
     scene_source: str = "procedural",
     min_active_fraction: float = 0.0,
     device: str | torch.device = "cpu",
+    native_kernels: bool = True,
 ) -> dict[str, Any]:
     """Measure CASPS on ``engine`` with the environment and the policy on ``device``; returns the
     JSON-ready result (see the module docstring), with ``engine`` the tier, ``engine_spec`` the
     whole spec and ``device``. ``scenes`` (e.g. a converted folder,
     named by ``scene_source``) replace the ``num_scenes`` procedural ones; ``min_active_fraction``
-    is the task's reset policy (``DrivingTaskConfig``)."""
+    is the task's reset policy and ``native_kernels`` its CPU kernel switch (``DrivingTaskConfig``)."""
     task = DrivingTaskConfig(
         num_worlds=worlds,
         agents_per_world=agents,
         dt_s=1.0 / policy_hz,
         min_active_fraction=min_active_fraction,
+        native_kernels=native_kernels,
     )
     if scenes is None:
         scenes = procedural_scenes("train", num_scenes, agents, base_seed=seed)
@@ -111,6 +115,7 @@ def bench_drive(
             "num_scenes": len(scenes),
             "scene_source": scene_source,
             "min_active_fraction": min_active_fraction,
+            "native_kernels": native_kernels,
             **scene_info,
             "machine": machine_info(),
         }
@@ -122,6 +127,9 @@ def describe_scenes(scenes: Sequence[Scene], k: int, spacing_m: float) -> dict[s
     """What a scene folder holds for worlds of ``k`` agents (module docstring)."""
     counts = [sc.num_agents for sc in scenes]
     points = [len(road_points(sc, spacing_m)[0]) for sc in scenes]
+    logged = [sc.replay.num_objects if sc.replay is not None else 0 for sc in scenes]
+    seen = [float(sc.replay.valid.sum(0).mean()) if sc.replay is not None and logged[i] else 0.0
+            for i, sc in enumerate(scenes)]  # fmt: skip
     return {
         "agents_per_scene": {
             "min": min(counts),
@@ -136,6 +144,8 @@ def describe_scenes(scenes: Sequence[Scene], k: int, spacing_m: float) -> dict[s
             int(sc.agent_valid[k:].sum()) for sc in scenes if not len(beyond_slots(sc, k))
         ),
         "road_points_per_scene": {"mean": sum(points) / len(points), "max": max(points)},
+        "logged_objects_per_scene": {"mean": sum(logged) / len(logged), "max": max(logged)},
+        "logged_observed_per_step": sum(seen) / len(seen),
     }
 
 
