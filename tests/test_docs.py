@@ -106,7 +106,8 @@ def documented_commands() -> list[tuple[str, list[str]]]:
         for block in re.findall(r"```bash\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S):
             for line in block.replace("\\\n", " ").splitlines():
                 words = shlex.split(line, comments=True)
-                if "scenefactory" in words and words[0] in ("scenefactory", "torchrun"):
+                shell = any("$" in w for w in words)  # a loop's variable: not a line to parse alone
+                if "scenefactory" in words and words[0] in ("scenefactory", "torchrun") and not shell:
                     out.append((path.relative_to(ROOT).as_posix(), words[words.index("scenefactory") + 1 :]))
     return out
 
