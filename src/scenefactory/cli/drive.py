@@ -170,6 +170,13 @@ def _eval_flags(t: Any) -> None:
         default=0,
         help="also write episodes.html, an HTML replay of the first N scenes (0-8; one more rollout of them)",
     )
+    t.add_argument(
+        "--control",
+        choices=("all", "sdc", "tracks-to-predict"),
+        default="all",
+        help="who the policy drives on converted WOMD scenes; the other objects replay their logs, and the"
+        " human baseline runs in the same mode (default all)",
+    )
 
 
 def _bench_flags(t: Any) -> None:
@@ -306,6 +313,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 episodes=args.episodes,
                 agents=args.agents,
                 scene_split=args.scene_split,
+                control=args.control,
             )
         )
     else:
@@ -326,6 +334,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 scenes_dir=args.scenes,
                 scene_split=args.scene_split,
                 html_worlds=args.html_worlds,
+                control=args.control,
             )
         )
     print(json.dumps({k: m[k] for k in EVAL_KEYS}))

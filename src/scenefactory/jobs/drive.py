@@ -16,6 +16,7 @@ from scenefactory.bounds import AUTO, MAX_AGENTS
 from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.evaluation.bench import bench_drive
+from scenefactory.evaluation.control import restrict_control
 from scenefactory.evaluation.html_replay import write_html_replay
 from scenefactory.evaluation.human import (
     agent_counts,
@@ -224,6 +225,8 @@ class EvalArgs:
     scenes_dir: Path | None = None
     scene_split: str = "all"
     html_worlds: int = 0
+    control: str = "all"
+    """Who the policy drives (``evaluation.control``): ``all``, ``sdc`` or ``tracks-to-predict``."""
 
 
 def evaluate(args: EvalArgs) -> dict[str, Any]:
@@ -247,6 +250,7 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
     scenes = eval_scenes(
         args.episodes, task.agents_per_world, args.seed, args.scenes_dir, signal_cycle(task), args.scene_split
     )
+    scenes, control = restrict_control(scenes, args.control, args.scenes_dir)
     k = task.agents_per_world
     left_out = agents_left_out(scenes, k, args.scenes_dir, "the checkpoint's agents per world")
     fitted = [replay_beyond(sc, k) for sc in scenes]
@@ -275,6 +279,7 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
             "agents_per_world": task.agents_per_world,
             "agents_left_out": left_out,
             "agents": agent_counts(scenes, k),
+            "control": control,
             "wall_s": time.perf_counter() - t0,
         }
     )
@@ -318,6 +323,8 @@ class ExpertEvalArgs:
     episodes: int = 100
     agents: int | str | None = None
     scene_split: str = "all"
+    control: str = "all"
+    """Which logged drivers drive (``evaluation.control``); the others replay their logs."""
 
 
 def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
@@ -327,6 +334,7 @@ def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
     out, and why) and ``metrics.md``. A K smaller than some scene's agents is said, and the agents
     beyond it replay."""
     scenes = load_scene_dir(args.scenes_dir, args.scene_split, args.episodes)
+    scenes, control = restrict_control(scenes, args.control, args.scenes_dir)
     if not any(sc.log is not None for sc in scenes):
         raise UserError(
             f"no scene in {args.scenes_dir} carries a driving log: nothing for --policy expert to replay"
@@ -347,6 +355,7 @@ def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
             "scene_split": scene_source(args.scenes_dir, args.scene_split),
             "agents_per_world": k,
             "agents": counts,
+            "control": control,
         }
     )
     console.print(describe_counts(counts))

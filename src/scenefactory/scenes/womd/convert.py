@@ -335,7 +335,8 @@ class AgentSelection:
     def counts(self, scenario: Scenario) -> dict[str, Any]:
         """The JSON-able record of ``Scene.params["agents"]``: ``controlled``, ``replayed``,
         ``left_out``, ``history_only`` counts, ``by_reason`` (why the replayed and left-out ones are
-        not controlled) and the ``controlled_track_ids`` (WOMD track ids, in agent order)."""
+        not controlled), the ``controlled_track_ids`` (WOMD track ids, in agent order), and the
+        ``sdc_track_id`` and ``tracks_to_predict_ids`` (``eval drive --control``)."""
         return {
             "controlled": len(self.controlled),
             "replayed": len(self.replayed),
@@ -343,7 +344,14 @@ class AgentSelection:
             "history_only": len(self.history_only),
             "by_reason": self.by_reason(),
             "controlled_track_ids": [int(scenario.tracks[i].id) for i in self.controlled],
+            "sdc_track_id": _track_id(scenario, scenario.sdc_track_index),
+            "tracks_to_predict_ids": [_track_id(scenario, r.track_index) for r in scenario.tracks_to_predict],
         }
+
+
+def _track_id(scenario: Scenario, index: int) -> int:
+    """The WOMD id of track ``index``, -1 when the index names no track."""
+    return int(scenario.tracks[index].id) if 0 <= index < len(scenario.tracks) else -1
 
 
 def _why_not(tr: Track, t0: int, origin: np.ndarray) -> str | None:
