@@ -46,7 +46,7 @@ FIELDS: dict[tuple[Any, ...], pl.Bound] = {
     ("roadgraph", "stop_signs", 0, 1): pl.COORDINATE,
     ("agents", 0, "spawn_pose", 0): pl.COORDINATE,
     ("agents", 1, "spawn_pose", 2): pl.ANGLE,
-    ("agents", 2, "spawn_speed_mps"): pl.SPEED,
+    ("agents", 2, "spawn_speed_mps"): pl.SPAWN_SPEED,
     ("agents", 0, "route_xy", 5, 1): pl.COORDINATE,
     ("agents", 1, "goal_xy", 0): pl.COORDINATE,
     ("agents", 2, "goal_s_m"): pl.ROUTE_LENGTH,
@@ -116,12 +116,17 @@ def test_the_bounds_themselves_load(data: st.DataObject, path: tuple[Any, ...], 
     value = data.draw(st.sampled_from([lo, bound.hi]) | st.floats(min_value=lo, max_value=bound.hi))
     file = tmp_path / "edge.json"
     file.write_text(json.dumps(_set(RICH_DICT, path, value)))
+    if bound is pl.COORDINATE and abs(value) > pl.MAX_SCENE_EXTENT_M / 2:
+        # each number inside its bound, but the scene as a whole spans too far (issue 49)
+        with pytest.raises(SceneFormatError, match=r"the scene spans .* expected at most 4000 m a side"):
+            load_scene(file)
+        return
     load_scene(file)
 
 
 ARRAYS = {  # Scene attribute, index of one element, field named in the error, bound
     "spawn_pose": ((1, 0), "agents[1].spawn_pose[0]", pl.COORDINATE),
-    "spawn_speed_mps": ((0,), "agents[0].spawn_speed_mps", pl.SPEED),
+    "spawn_speed_mps": ((0,), "agents[0].spawn_speed_mps", pl.SPAWN_SPEED),
     "goal_xy": ((2, 1), "agents[2].goal_xy[1]", pl.COORDINATE),
     "goal_s_m": ((1,), "agents[1].goal_s_m", pl.ROUTE_LENGTH),
     "length_m": ((2,), "agents[2].length_m", pl.LENGTH),

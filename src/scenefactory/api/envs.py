@@ -25,6 +25,7 @@ from scenefactory.go1.env import Go1Env
 from scenefactory.scenes.library import SCENE_SPLITS, load_scene_dir, procedural_scenes
 from scenefactory.scenes.procedural_params import DEFAULT_SIGNAL_CYCLE_S
 from scenefactory.scenes.scene import Scene
+from scenefactory.scenes.scene_checks import check_scene
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
 
@@ -82,6 +83,8 @@ def driving_scenes(
     bad = [type(s).__name__ for s in out if not isinstance(s, Scene)]
     if bad:
         raise UserError(f"scenes must be Scene objects (or a folder path), got {sorted(set(bad))}")
+    for i, sc in enumerate(out):  # the whole-scene checks a scene file gets (extent, surface, ...)
+        check_scene(sc, f"scenes[{i}] ('{sc.name}')")
     return out
 
 

@@ -13,7 +13,10 @@ account of which logged objects each evaluation controls, replays and leaves out
   (:data:`~scenefactory.evaluation.rollout.EXPERT`) on those scenes, every figure of
   :func:`~scenefactory.tasks.driving.metrics.summarize` (any rate another term adds flows through);
   on converted WOMD scenes they should reach ≥ 0.97 of their goals with ≤ 0.01 collision and
-  off-road on every engine, or the simulator, not the policy, is what the scores measure.
+  off-road on every engine, or the simulator, not the policy, is what the scores measure. What the
+  data itself holds (agents overlapping at spawn, logged objects on an agent's path: see
+  ``scenes.plausibility.WARNED``) is counted in ``scene_warnings`` beside the figures (flagged, not
+  excluded: a policy and the logged drivers are scored on the same agents).
   :func:`figures_markdown` prints a policy's figures beside them.
 """
 
@@ -32,7 +35,9 @@ from scenefactory.engines.base import Engine
 from scenefactory.engines.spec import EngineSpec
 from scenefactory.evaluation.rollout import EXPERT, evaluate
 from scenefactory.io import atomic_write_text
+from scenefactory.scenes.plausibility import WARNED
 from scenefactory.scenes.scene import ReplayLog, Scene
+from scenefactory.scenes.scene_checks import describe_warnings, scene_warnings
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 
 BEYOND_K = "beyond_agents_per_world"
@@ -131,16 +136,39 @@ def agent_counts(scenes: Sequence[Scene], k: int) -> dict[str, Any]:
         "by_reason": by_reason,
         "scenes": len(scenes),
         "scenes_with_counts": with_counts,
+        "scene_warnings": warning_counts(scenes),
     }
+
+
+def warning_counts(scenes: Sequence[Scene]) -> dict[str, int]:
+    """:func:`~scenefactory.scenes.scene_checks.scene_warnings` summed over ``scenes`` (every key of
+    ``plausibility.WARNED``), and ``scenes_with_warnings``: what the data holds that the simulator
+    is not to blame for, e.g. controlled agents already overlapping at spawn (each such agent scores
+    a collision at its first step, policy and logged drivers alike)."""
+    total = {key: 0 for key, _ in WARNED}
+    flagged = 0
+    for sc in scenes:
+        counts = scene_warnings(sc)
+        flagged += any(counts.values())
+        for key, n in counts.items():
+            total[key] += n
+    return {**total, "scenes_with_warnings": flagged}
 
 
 def describe_counts(counts: Mapping[str, Any]) -> str:
     """One line: ``controlled 12, replayed 30 (parked 8, not_vehicle 20, ...), left out 0``."""
     why = ", ".join(f"{r} {n}" for r, n in counts["by_reason"].items() if n)
     replayed = f"{counts['replayed']} objects replayed" + (f" ({why})" if why else "")
+    warned = {k: n for k, n in counts.get("scene_warnings", {}).items() if k != "scenes_with_warnings"}
+    data = describe_warnings(warned)
+    flagged = (
+        f"; the data holds {data} in {counts['scene_warnings']['scenes_with_warnings']} scenes"
+        if data
+        else ""
+    )
     return (
         f"{counts['controlled']} agents controlled ({counts['agents_per_world']} per world), "
-        f"{replayed}, {counts['left_out']} left out"
+        f"{replayed}, {counts['left_out']} left out{flagged}"
     )
 
 
@@ -167,6 +195,10 @@ def human_baseline(
         device=device,
     )
     metrics["policy"] = EXPERT
+    # flagged, not excluded: the logged drivers are scored on the same agents as a policy; an agent
+    # already overlapping another at spawn collides at its first step in both columns (the data's
+    # collision, not the simulator's), and the count says how many of the collisions that can be
+    metrics["scene_warnings"] = warning_counts(scenes)
     return metrics
 
 
@@ -215,5 +247,12 @@ def write_figures(
             " baseline; on real logs they should reach ≥ 0.97 of their goals with ≤ 0.01 collision"
             " and off-road).\n"
         )
+        overlaps = int(human.get("scene_warnings", {}).get("overlapping_spawns", 0))
+        if overlaps:
+            text += (
+                f"\n**Data, not simulator:** {overlaps} controlled agents overlap another at spawn (and"
+                f" so collide at their first step, in both columns); up to {overlaps} of the"
+                f" collisions above are the data's. See `scene_warnings` in metrics.json.\n"
+            )
     atomic_write_text(path, text)
     return path

@@ -76,3 +76,53 @@ ROUTE_LENGTH = Bound("an arc length", 0.0, MAX_ROUTE_LENGTH_M, "m")
 FRICTION = Bound("a friction coefficient", 0.0, MAX_FRICTION, lo_open=True)
 WATER_FILM = Bound("a water film depth", 0.0, MAX_WATER_FILM_MM, "mm")
 LOG_STEP = Bound("a time step", 0.0, MAX_LOG_STEP_S, "s", lo_open=True)
+
+# ------------------------------------------------------------------------------ the whole scene
+
+MAX_SCENE_EXTENT_M = 4000.0
+"""Largest side of the box holding everything a scene places (map, spawns, routes, goals, logs,
+replayed objects, signals). The drivable-area grid (1 m nodes plus a 20 m margin) is built over the
+map's box: 4 km × 4 km is 16 M nodes, 65 MB of float32, about 10 s to build on 2 cores (measured
+with a two-lane map 3 km apart: 9.3 M nodes in 5.7 s). A WOMD scenario's map is a crop around the
+logged car, well inside it. Checked before anything is allocated."""
+MAX_LOG_STEPS = 10_000
+"""Steps of a log, replay or signal record (1000 s at 10 Hz; WOMD holds 91): each is allocated
+for every object, so the count is bounded like the map's extent."""
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of lists and objects in a scene file (the format itself needs 5; ``params`` is
+free-form). Checked on the text before it is parsed: Python's json module raises RecursionError on
+a deep enough document."""
+
+SPAWN_SPEED = Bound("a spawn speed", 0.0, MAX_SPEED_MPS, "m/s")
+"""A controlled agent's speed at spawn: a magnitude (the converter writes the norm of the logged
+velocity; procedural scenes a target speed), never negative."""
+CURRENT_TIME_INDEX = Bound("a step index", 0, MAX_LOG_STEPS - 1)
+"""``params.current_time_index`` of a converted scene: the WOMD step the scene starts at."""
+
+REFUSED = (
+    ("extent", f"everything a scene places spans more than {MAX_SCENE_EXTENT_M:g} m in x or y"),
+    ("log length", f"a log, replay or signal record of more than {MAX_LOG_STEPS} steps"),
+    ("nesting", f"lists and objects nested more than {MAX_JSON_DEPTH} deep anywhere in the file"),
+    ("surface", "a surface the friction model does not know (scenes.friction.SURFACES)"),
+    ("spawn speed", "a negative spawn_speed_mps"),
+    ("current_time_index", f"params.current_time_index not an integer in [0, {MAX_LOG_STEPS - 1}]"),
+    ("duplicated agent", "two controlled agents with the same spawn pose, length and width"),
+)
+"""What a scene file may not hold, whole-scene (beside each number's bound above): never real data,
+each would make a run wrong or unaffordable. ``docs/concepts/scene-checks.md`` lists these."""
+
+WARNED = (
+    ("overlapping_spawns", "controlled agents whose boxes overlap another controlled agent's at spawn"),
+    (
+        "objects_on_agent_path",
+        "replayed objects whose box overlaps a controlled agent's logged box at the same step",
+    ),
+    ("zero_length_lanes", "lanes whose points all coincide"),
+    ("self_successor_lanes", "lanes listed among their own exits that are not closed loops"),
+)
+"""What a scene may hold with a warning: real WOMD data has each (labelled boxes that overlap, a
+parked car on a logged path, degenerate lane polylines), and the tools run on them (the driving
+env was stepped on each case: finite observations). They are counted by :func:`scene_warnings`,
+printed when a file is loaded and summed into ``metrics.json["agents"]["scene_warnings"]`` of an
+evaluation and its human baseline, where an overlap at spawn is a collision of the data, not of the
+simulator."""

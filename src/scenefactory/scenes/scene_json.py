@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from scenefactory.errors import SceneFormatError
+from scenefactory.errors import SceneFormatError, warn
 from scenefactory.io import atomic_write_text
 from scenefactory.scenes.plausibility import (
     ANGLE,
@@ -39,7 +39,9 @@ from scenefactory.scenes.plausibility import (
     LANE_WIDTH,
     LENGTH,
     LOG_STEP,
+    MAX_JSON_DEPTH,
     ROUTE_LENGTH,
+    SPAWN_SPEED,
     SPEED,
     WATER_FILM,
     WIDTH,
@@ -47,6 +49,13 @@ from scenefactory.scenes.plausibility import (
 )
 from scenefactory.scenes.roadgraph import RoadEdgeType, RoadGraph, RoadGraphError, RoadLineType
 from scenefactory.scenes.scene import AgentLog, ReplayLog, Scene, SignalLog, SignalState, make_scene
+from scenefactory.scenes.scene_checks import (
+    check_json_depth,
+    check_scene,
+    describe_warnings,
+    scene_warnings,
+    value_depth,
+)
 
 SCENE_FORMAT = "scenefactory.scene"
 SCENE_FORMAT_VERSION = 1
@@ -513,7 +522,7 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
                 ]
             )
         )
-        cols["speed"].append(r.number(r.get(a, "spawn_speed_mps", p), f"{p}.spawn_speed_mps", SPEED))
+        cols["speed"].append(r.number(r.get(a, "spawn_speed_mps", p), f"{p}.spawn_speed_mps", SPAWN_SPEED))
         cols["route"].append(r.xy(r.get(a, "route_xy", p), f"{p}.route_xy", min_points=2))
         goal = r.get(a, "goal_xy", p)
         if not isinstance(goal, list) or len(goal) != 2:
@@ -548,7 +557,9 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
                 else "an integer",
                 value,
             )
-    return make_scene(
+    if value_depth(params) > MAX_JSON_DEPTH - 1:
+        raise r.fail("params", f"an object nested at most {MAX_JSON_DEPTH - 1} deep", value_depth(params))
+    scene = make_scene(
         name=name,
         roadgraph=roadgraph,
         spawn_pose=cols["pose"],
@@ -568,6 +579,8 @@ def scene_from_dict(data: Any, source: str = "<scene>") -> Scene:
         replay=_replay_from_dict(r, data["replay"]) if "replay" in data else None,
         signals=_signals_from_dict(r, data["signals"], roadgraph.num_lanes) if "signals" in data else None,
     )
+    check_scene(scene, source)  # the whole scene: extent, surface, duplicates (plausibility.REFUSED)
+    return scene
 
 
 def save_scene(scene: Scene, path: str | os.PathLike[str]) -> None:
@@ -600,10 +613,19 @@ def load_scene(path: str | os.PathLike[str]) -> Scene:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise SceneFormatError(f"{source}: not UTF-8 text (expected a JSON scene file)") from exc
+    check_json_depth(text, source)  # before parsing: json.loads recurses
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SceneFormatError(
             f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
         ) from exc
-    return scene_from_dict(data, source)
+    except RecursionError:
+        raise SceneFormatError(
+            f"{source}: nested too deep to parse; expected at most {MAX_JSON_DEPTH}"
+        ) from None
+    scene = scene_from_dict(data, source)
+    counts = scene_warnings(scene)
+    if any(counts.values()):
+        warn(f"{source}: kept, with {describe_warnings(counts)} (real data has these; see scene_warnings)")
+    return scene

@@ -72,6 +72,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from scenefactory.errors import SceneFormatError
+from scenefactory.scenes.plausibility import MAX_SCENE_EXTENT_M
 from scenefactory.scenes.roadgraph import RoadGraph
 from scenefactory.tasks.driving.road_distance import (
     CHUNK_ELEMENTS,
@@ -83,6 +85,10 @@ from scenefactory.tasks.driving.road_distance import (
     nearest_on_segments,
     segment_field,
 )
+
+MAX_GRID_NODES = int((MAX_SCENE_EXTENT_M + 2 * 20.0 + 1) ** 2)
+"""Most nodes of one drivable grid: a map of ``MAX_SCENE_EXTENT_M`` a side (the bound a scene file
+is held to) at 1 m with the default 20 m margin, 16.3 M nodes (65 MB)."""
 
 OFFROAD_PAD_M = 100.0
 """Value read outside every grid (and used to pad stacked grids): far off road."""
@@ -365,6 +371,19 @@ def _driveway_grid(
     return torch.where(inside, -d, d)
 
 
+def check_grid_size(width_m: float, height_m: float, resolution_m: float) -> None:
+    """``SceneFormatError`` (a ``UserError``) naming the extent and the bound when a grid of
+    ``width_m`` x ``height_m`` at ``resolution_m`` would hold more than :data:`MAX_GRID_NODES`
+    nodes: checked before anything is allocated (a map moved 9e5 m away asked for 101 GB)."""
+    nodes = (width_m / resolution_m + 1.0) * (height_m / resolution_m + 1.0)
+    if not math.isfinite(nodes) or nodes > MAX_GRID_NODES:
+        raise SceneFormatError(
+            f"the road graph spans {width_m:.6g} m x {height_m:.6g} m with its margin: a drivable grid"
+            f" of {nodes:.3g} nodes at {resolution_m:g} m ({4 * nodes / 1e9:.3g} GB); expected at most"
+            f" {MAX_GRID_NODES:,} nodes (a map of at most {MAX_SCENE_EXTENT_M:g} m a side)"
+        )
+
+
 def build_drivable_grid(
     roadgraph: RoadGraph, resolution_m: float = 1.0, margin_m: float = 20.0
 ) -> DrivableGrid:
@@ -389,6 +408,7 @@ def build_drivable_grid(
         raise ValueError("build_drivable_grid: the road graph has no lane segments (no drivable area)")
     xmin, ymin, xmax, ymax = roadgraph.bounds()
     origin = np.array([xmin - margin_m, ymin - margin_m], dtype=np.float64)
+    check_grid_size(xmax - xmin + 2.0 * margin_m, ymax - ymin + 2.0 * margin_m, resolution_m)
     n_cols = max(2, math.ceil((xmax - xmin + 2.0 * margin_m) / resolution_m - 1e-9) + 1)
     n_rows = max(2, math.ceil((ymax - ymin + 2.0 * margin_m) / resolution_m - 1e-9) + 1)
     shape = (n_rows, n_cols, float(resolution_m))

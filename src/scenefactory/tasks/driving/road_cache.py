@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from scenefactory.errors import SceneFormatError
 from scenefactory.scenes.roadgraph import RoadGraph
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.config import ObservationConfig
@@ -98,6 +99,13 @@ def build_scene_roads(roadgraph: RoadGraph, params: RoadParams) -> SceneRoads:
 
 def scene_roads(roadgraph: RoadGraph, params: RoadParams, where: str = "") -> SceneRoads:
     """One scene's road data from the cache, or built (and cached). ``where`` names the scene in warnings."""
+    try:
+        return _cached_roads(roadgraph, params, where)
+    except SceneFormatError as exc:  # a map too large for its grid: name the scene
+        raise SceneFormatError(f"{where or 'a scene'}: {exc}") from None
+
+
+def _cached_roads(roadgraph: RoadGraph, params: RoadParams, where: str) -> SceneRoads:
     folder = cache_dir()
     if folder is None:
         return build_scene_roads(roadgraph, params)
