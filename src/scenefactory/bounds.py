@@ -266,3 +266,33 @@ def check_scene_range(split: str, first: int, count: int, flags: str) -> None:
             f"{flags}: needs {name} scenes {first}..{last}, past the {name} range of {SEEDS_PER_SPLIT} "
             f"scenes (seeds {base}..{base + SEEDS_PER_SPLIT - 1}); expected a smaller --seed or count"
         )
+
+
+# ------------------------------------------------------------------------------- the docs table
+
+
+def docs_tables() -> str:
+    """The bounds tables of ``docs/concepts/scene-checks.md`` (Markdown), generated from this module
+    and :mod:`scenefactory.scenes.plausibility`, so the page cannot drift from the code
+    (``tests/test_bounds_api.py`` compares them; rewrite the page's block with this text)."""
+    from scenefactory.scenes import plausibility as pl
+
+    rows = ["| Python API argument | CLI flag | expected |", "|---|---|---|"]
+    rows += [f"| `{name}` | `{flag}` | {rng.describe()} |" for name, (rng, flag) in API_ARGUMENTS.items()]
+    scene = ["| quantity in a scene file | bound |", "|---|---|"]
+    for name in (
+        "COORDINATE", "SPEED", "SPAWN_SPEED", "ANGLE", "LENGTH", "WIDTH", "LANE_WIDTH",
+        "ROUTE_LENGTH", "FRICTION", "WATER_FILM", "LOG_STEP", "CURRENT_TIME_INDEX",
+    ):  # fmt: skip
+        scene.append(f"| `{name}` | {getattr(pl, name).describe()} |")
+    whole = [
+        "| scene as a whole | bound |",
+        "|---|---|",
+        f"| extent (everything placed) | at most {pl.MAX_SCENE_EXTENT_M:g} m a side |",
+        f"| log, replay, signal steps | at most {pl.MAX_LOG_STEPS} |",
+        f"| JSON nesting | at most {pl.MAX_JSON_DEPTH} levels |",
+    ]
+    refused = ["| refused | when |", "|---|---|"] + [f"| {k} | {why} |" for k, why in pl.REFUSED]
+    warned = ["| warned and counted (`scene_warnings`) | what |", "|---|---|"]
+    warned += [f"| `{k}` | {why} |" for k, why in pl.WARNED]
+    return "\n\n".join("\n".join(t) for t in (rows, scene, whole, refused, warned)) + "\n"
