@@ -116,6 +116,35 @@ def test_render_writes_a_gif(trained: Path, tmp_path: Path) -> None:
     assert out.read_bytes()[:6] in (b"GIF89a", b"GIF87a")
 
 
+@pytest.mark.slow
+def test_render_and_eval_write_the_html_replay(trained: Path, tmp_path: Path) -> None:
+    """``render drive --format html`` and ``eval drive --html-worlds`` write the replay page
+    (``tests/test_browser.py`` opens one in a browser)."""
+    import base64
+    import gzip
+    import re
+
+    def worlds(page: Path) -> list[dict]:
+        blob = re.search(r'id="replay-data" type="application/octet-stream">([^<]*)<', page.read_text())
+        assert blob is not None
+        return json.loads(gzip.decompress(base64.b64decode(blob.group(1))))["worlds"]
+
+    ckpt = str(trained / "checkpoints" / "latest.pt")
+    page = tmp_path / "replay.html"
+    assert (
+        main(
+            ["render", "drive", "--checkpoint", ckpt, "--panels", "2", "--format", "html", "--out", str(page)]
+        )
+        == 0
+    )
+    assert len(worlds(page)) == 2 and not (tmp_path / "replay.gif").exists()
+    out = tmp_path / "eval"
+    argv = ["eval", "drive", "--checkpoint", ckpt, "--episodes", "2", "--html-worlds", "1", "--out", str(out)]
+    assert main(argv) == 0
+    shown = worlds(out / "episodes.html")
+    assert len(shown) == 1 and shown[0]["agents"]["slot"]
+
+
 @pytest.mark.parametrize("engine", ["kinematic", "mujoco"])
 @pytest.mark.parametrize("baseline", [False, True])
 def test_bench_reports_casps(tmp_path: Path, baseline: bool, engine: str) -> None:

@@ -2,8 +2,8 @@
 DRAC against every object at that step, its reward and reward terms (for the HTML replay's agent
 panel, :mod:`scenefactory.evaluation.html_replay`).
 
-TTC and DRAC are computed as the environment computes them (``pairwise_ttc_drac`` over the
-controlled agents and the scene's logged objects at the step), from the step's public
+TTC and DRAC are computed as the environment computes them (``agent_ttc_drac``: each controlled
+agent against the controlled agents and the scene's logged objects at the step), from the step's public
 :class:`~scenefactory.tasks.driving.env.StepResult` and the scenes' replay logs, so the recording
 does not depend on how the environment packs its logged objects.
 """
@@ -17,7 +17,7 @@ import torch
 
 from scenefactory.scenes.scene import Scene
 from scenefactory.tasks.driving.env import StepResult
-from scenefactory.tasks.driving.geometry import pairwise_ttc_drac
+from scenefactory.tasks.driving.pairs import agent_ttc_drac
 
 
 class LoggedObjects:
@@ -91,10 +91,10 @@ def step_extras(
         objs = [torch.cat((a.to(b.dtype), b), dim=1) for a, b in zip(own, rep, strict=True)]
     else:
         objs = list(own)
-    ttc, drac = pairwise_ttc_drac(objs[0], objs[1], objs[2], objs[3], objs[4], objs[5], horizon_s)
+    ttc, drac = agent_ttc_drac(objs[0], objs[1], objs[2], objs[3], objs[4], objs[5], k, horizon_s)
     out = {
-        "ttc_s": ttc[:, :k].amin(-1),
-        "drac_mps2": drac[:, :k].amax(-1),
+        "ttc_s": ttc.amin(-1),
+        "drac_mps2": drac.amax(-1),
         "reward": res.reward,
         **{f"term:{name}": v for name, v in res.reward_terms.items()},
     }
