@@ -64,6 +64,9 @@ class AllPairsEnv(DrivingEnv):
         c = [torch.cat((a, b), dim=1) for a, b in zip(own, rep, strict=True)]
         return c[0], c[1], c[2], c[3], c[4], c[5]
 
+    def _observe(self, st, ttc, proj=None, objs=None):  # type: ignore[no-untyped-def]
+        return super()._observe(st, ttc, proj)  # the objects gathered again, as before
+
     def _interactions(self, objs: Objects, overlap: bool = True):  # type: ignore[no-untyped-def]
         ttc, drac = pairwise_ttc_drac(*objs, self.cfg.observations.ttc_horizon_s)
         k = self.agents_per_world

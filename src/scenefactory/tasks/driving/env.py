@@ -495,9 +495,13 @@ class DrivingEnv:
         self.reset_worlds(reset_ids)
         self._scheduled_friction_change()
         # 7. observations
-        st_now = self.engine.state() if reset_ids.numel() else st
-        ttc_now = self._pairwise(self._objects(st_now))[0] if reset_ids.numel() else ttc
-        self._obs = self._observe(st_now, ttc_now, None if reset_ids.numel() else proj)
+        if reset_ids.numel():
+            st_now = self.engine.state()
+            objs_now = self._objects(st_now)
+            self._obs = self._observe(st_now, self._pairwise(objs_now)[0], objs=objs_now)
+        else:  # the same objects as in phase 2, the agents finished this step now inactive
+            act = torch.cat((self.active, objs[5][:, k:]), dim=1)
+            self._obs = self._observe(st, ttc, proj, (*objs[:5], act))
         return StepResult(
             obs=self._obs,
             reward=reward,
@@ -641,9 +645,15 @@ class DrivingEnv:
         return obs_terms.road_obs(st.pos_xy, st.yaw, near_xy, near_feat, dist, valid, oc.road_point_range_m)
 
     def _observe(
-        self, st: VehicleState, ttc: torch.Tensor, proj: tuple[torch.Tensor, ...] | None = None
+        self,
+        st: VehicleState,
+        ttc: torch.Tensor,
+        proj: tuple[torch.Tensor, ...] | None = None,
+        objs: Objects | None = None,
     ) -> torch.Tensor:
         cfg, oc = self.cfg, self.cfg.observations
+        if objs is None:
+            objs = self._objects(st)
         if proj is None:
             proj = project_on_segments(st.pos_xy, self.route_segs)
         s_now, lateral, tangent_yaw = proj[0], proj[1], proj[2]
@@ -664,7 +674,7 @@ class DrivingEnv:
                 st.pos_xy, st.yaw, self.route_xy, self.route_s, s_now, self.route_end_s, self._lookahead
             ),
             self._road_obs(st),
-            obs_terms.neighbor_obs(*self._objects(st), ttc, oc.num_neighbors, oc.neighbor_range_m),
+            obs_terms.neighbor_obs(*objs, ttc, oc.num_neighbors, oc.neighbor_range_m),
         ]
         if oc.friction_aware:
             parts.append(self.friction.view(-1, 1, 1).expand(-1, self.agents_per_world, 1))
