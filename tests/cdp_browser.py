@@ -280,7 +280,7 @@ def _main() -> None:
             from PIL import Image
 
             im = Image.open(io.BytesIO(png)).convert("RGB")
-            pal = im.quantize(colors=a.colors, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE)
+            pal = im.quantize(colors=a.colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
             pal.save(a.out, optimize=True)
         if b.errors():
             raise SystemExit(f"the page logged errors: {b.errors()}")
