@@ -172,3 +172,19 @@ def test_render_flags_refused(extra: list[str], message: str, tmp_path, capsys) 
     extra = [str(tmp_path / e) if e.startswith("v.") else e for e in extra]
     assert main(["render", "drive", "--checkpoint", str(tmp_path / "none.pt"), *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_signal_states_follow_the_steps(recorded: EpisodeRecord) -> None:
+    from dataclasses import replace
+
+    from scenefactory.scenes.scene import SignalLog, SignalState
+
+    states = np.array(
+        [[SignalState.GO, SignalState.STOP]] * 10 + [[SignalState.CAUTION, SignalState.UNKNOWN]] * 5
+    )
+    sig = SignalLog(stop_xy=np.array([[40.0, 0.0], [60.0, 3.5]]), lane=np.array([0, 1]), state=states)
+    rec = replace(recorded, scene=replace(recorded.scene, signals=sig))
+    s = replay_payload([rec])["worlds"][0]["signals"]
+    assert s["xy"]["n"] == [1, 1]
+    assert s["state"][0] == "gr" and s["state"][9] == "gr" and s["state"][10] == "yu"
+    assert s["state"][15:] == ["uu"] * (rec.num_steps - 15)  # past the end of a log: unknown
