@@ -10,7 +10,7 @@ step, would pass a file-size or JSON test):
 - two screenshots at different steps differ where the car moved (around its place at each step) and
   nowhere far from the cars (the map stays put);
 - clicking the car shows its panel with the recorded speed and TTC at that step;
-- play advances the step; choosing another world shows it;
+- play advances the step; choosing another world shows it; the wheel zooms, a drag pans;
 - the live viewer (``scenefactory view``) serves a page on 127.0.0.1 that loads and draws: its canvas
   holds more than the background.
 """
@@ -108,6 +108,21 @@ def test_replay_plays_in_a_browser(replay: tuple[Path, list]) -> None:
         )
         assert b.eval("window.replay.world") == 1
         assert "no human baseline" in b.eval("document.getElementById('info').textContent")
+
+        # the wheel zooms in around the cursor; a drag pans
+        before = b.eval("({...window.replay.view})")
+        b.send("Input.dispatchMouseEvent", type="mouseWheel", x=400, y=300, deltaX=0, deltaY=-400)
+        zoomed = b.eval("({...window.replay.view})")
+        assert zoomed["scale"] > 1.5 * before["scale"]
+        for kind, x in (
+            ("mousePressed", 400),
+            ("mouseMoved", 450),
+            ("mouseMoved", 500),
+            ("mouseReleased", 500),
+        ):
+            b.send("Input.dispatchMouseEvent", type=kind, x=x, y=300, button="left", buttons=1, clickCount=1)
+        panned = b.eval("({...window.replay.view})")
+        assert panned["cx"] == pytest.approx(zoomed["cx"] - 100 / zoomed["scale"], rel=1e-6)
         b.pump(0.2)
         assert b.errors() == []
 
