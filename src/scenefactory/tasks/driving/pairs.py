@@ -83,7 +83,7 @@ def observed_objects(
     scenes ``scene_id`` (W,), with R the most objects any world observes now.
 
     World ``w``'s observed objects come first, in their order in the pool; its slots past them are
-    inactive (they hold another row's finite values, never read). An object counts as
+    inactive (they hold row 0's finite values, never read). An object counts as
     observed when its log is valid at the step; past the pool's longest log none is (the step is
     clamped to its last column for the values). Work and memory follow the objects the worlds'
     scenes hold and observe, not the pool's largest scene."""
@@ -98,8 +98,11 @@ def observed_objects(
     valid = pool.replay_valid[rows, t] & in_scene & (step < t_max)[:, None]
     seen = valid.sum(-1)
     r = int(seen.max()) if w and n else 0
-    order = torch.sort(valid.to(torch.uint8), dim=-1, descending=True, stable=True).indices[:, :r]
-    rows, t = torch.gather(rows, 1, order), t[:, :r]
+    # each observed object's place in its world's list (its rank among the observed), the others
+    # to a spare last column; one scatter, no sort
+    place = torch.where(valid, valid.cumsum(-1) - 1, r)
+    packed = torch.zeros((w, r + 1), dtype=rows.dtype, device=rows.device).scatter_(1, place, rows)
+    rows, t = packed[:, :r], t[:, :r]
     active = slot[:r] < seen[:, None]
     return (
         pool.replay_xy[rows, t],
