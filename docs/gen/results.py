@@ -107,7 +107,8 @@ def machine_line(machine: Any) -> str:
     rest = [
         f"{k} {v}"
         for k, v in machine.items()
-        if k
+        if v not in ("", None)
+        and k
         not in {"cpu_count", "device", "gpu", "processor", "torch", "torch_threads", "python", "platform"}
     ]
     return ", ".join(parts + rest) or json.dumps(machine)
@@ -509,6 +510,33 @@ def anchor(rel: str) -> str:
     )
 
 
+SKIP_KEYS = frozenset({"machine", "command", "argv", "seed"})
+"""Keys the provenance block above a table already shows."""
+
+
+def generic_tables(d: dict[str, Any]) -> str:
+    """Any result file: a list of records (dicts with the same keys) as a table of its own, every
+    other number or text as ``field | value`` rows (nested keys dotted)."""
+    scalars: dict[str, Any] = {}
+    out = []
+    for key, value in d.items():
+        if key in SKIP_KEYS:
+            continue
+        records = isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
+        if (
+            records
+            and len({tuple(v) for v in value}) == 1
+            and not any(isinstance(x, dict | list) for v in value for x in v.values())
+        ):
+            cols = list(value[0])
+            out.append(f"**{key}**\n\n" + table(cols, [[v[c] for c in cols] for v in value]))
+        else:
+            scalars[key] = value
+    if scalars:
+        out.insert(0, table(["field", "value"], [[p, v] for p, v in flatten(scalars)]))
+    return "\n\n".join(out)
+
+
 def title_of(rf: ResultFile) -> str:
     """A file's heading: its record title, a known file's title, or its name."""
     if rf.is_record:
@@ -532,8 +560,7 @@ def benchmark_section(rf: ResultFile) -> str:
         except (KeyError, TypeError, AttributeError):
             body = ""  # the file's layout changed: fall back to every number it holds
     if not body:
-        rows = [[p, v] for p, v in flatten({k2: v for k2, v in d.items() if k2 != "machine"})]
-        body = table(["field", "value"], rows)
+        body = generic_tables(d)
     src = f"`{rf.rel}`"
     seed = find_seed(d)
     if seed is None and k is not None:
