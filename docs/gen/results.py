@@ -291,6 +291,56 @@ def _validation_headline(d: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
+def _ci(v: float, ci: list[float]) -> str:
+    return f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _go1_eval_table(d: dict[str, Any]) -> str:
+    """``eval go1``'s metrics.json: the tracking and push tables it writes into report.md."""
+    out = []
+    if d.get("tracking"):
+        rows = [
+            [
+                f"({r['command']['vx_mps']:g}, {r['command']['vy_mps']:g}, {r['command']['yaw_radps']:g})",
+                r["episodes"],
+                _ci(r["lin_vel_error_mps"], r["lin_vel_error_ci95"]),
+                _ci(r["yaw_rate_error_radps"], r["yaw_rate_error_ci95"]),
+                f"{r['achieved_vx_mps']:.2f} / {r['achieved_vy_mps']:.2f} / {r['achieved_yaw_radps']:.2f}",
+                f"{r['falls']}/{r['episodes']}",
+            ]
+            for r in d["tracking"]
+        ]
+        out.append(
+            "**Velocity tracking** (varied episodes; errors averaged after the first 2 s)\n\n"
+            + table(
+                [
+                    "command (vx, vy, yaw)",
+                    "episodes",
+                    "lin. error m/s [95 % CI]",
+                    "yaw error rad/s [95 % CI]",
+                    "achieved vx / vy / yaw",
+                    "falls",
+                ],
+                rows,
+            )
+        )
+    if d.get("push_recovery"):
+        rows = [
+            [
+                f"{r['push_mps']:g}",
+                r["trials"],
+                r["recovered"],
+                _ci(r["recovery_rate"], r["recovery_rate_ci95"]),
+            ]
+            for r in d["push_recovery"]
+        ]
+        out.append(
+            "**Push recovery** (walking at 0.5 m/s, kicked at 2 s; recovered = not fallen 3 s later)\n\n"
+            + table(["push m/s", "trials", "recovered", "recovery rate [95 % CI]"], rows)
+        )
+    return "\n\n".join(out)
+
+
 @dataclass(frozen=True)
 class Known:
     """A result file this module recognizes by name (a glob on its path under benchmarks/results)."""
@@ -331,6 +381,12 @@ def _go1_headline(d: dict[str, Any]) -> list[dict[str, str]]:
 
 
 KNOWN: tuple[Known, ...] = (
+    Known(
+        "go1_*eval*.json",
+        "Go1 policy evaluation (eval go1)",
+        "scenefactory eval go1 --out DIR",
+        _go1_eval_table,
+    ),
     Known(
         "vehicle_validation.json",
         "Vehicle validation on five road surfaces",
@@ -545,7 +601,7 @@ def title_of(rf: ResultFile) -> str:
     return k.title if k else rf.rel.rsplit("/", 1)[-1].removesuffix(".json").replace("_", " ")
 
 
-def benchmark_section(rf: ResultFile) -> str:
+def benchmark_section(rf: ResultFile, level: int = 2) -> str:
     """One benchmark file: title, provenance and its table (a made-to-measure one or the generic one)."""
     d = rf.data if isinstance(rf.data, dict) else {"values": rf.data}
     k = known(rf.rel)
@@ -566,7 +622,7 @@ def benchmark_section(rf: ResultFile) -> str:
     if seed is None and k is not None:
         seed = k.seed
     return (
-        f"## {title} {{#{anchor(rf.rel)}}}\n\n"
+        f"{'#' * level} {title} {{#{anchor(rf.rel)}}}\n\n"
         + provenance(str(command), seed, machine_line(d.get("machine")), src)
         + "\n\n"
         + body
@@ -643,7 +699,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def model_card(rf: ResultFile, root: Path) -> str:
+def model_card(rf: ResultFile, root: Path, files: list[ResultFile] = ()) -> str:  # type: ignore[assignment]
     """A shipped policy's page: what it is, the recipe that remakes it, the policy file's size and
     SHA-256 (computed from the file), and its measured tables."""
     d = rf.data
@@ -670,7 +726,11 @@ def model_card(rf: ResultFile, root: Path) -> str:
     )
     if d.get("recipe"):
         out += "## Recipe\n\n" + d["recipe"] + "\n\n"
-    out += "## Measured\n\n" + record_tables(d) + "\n"
+    again = [f for f in files if not f.is_record and d["policy"] in str(f.data.get("checkpoint", ""))]
+    if again:
+        out += "## Re-measured\n\nThe same file evaluated again by a later command (its result file):\n\n"
+        out += "\n".join(benchmark_section(f, level=3) for f in again) + "\n"
+    out += f"## Measured when it was made ({d['date']})\n\n" + record_tables(d) + "\n"
     if d.get("conclusion"):
         out += "\n## Limits\n\n" + d["conclusion"] + "\n"
     return out
@@ -732,5 +792,5 @@ def pages(root: Path) -> dict[str, str]:
     }
     for f in files:
         if f.is_record and f.data.get("policy"):
-            out[model_card_path(f)] = model_card(f, root)
+            out[model_card_path(f)] = model_card(f, root, files)
     return out
