@@ -341,6 +341,34 @@ def _go1_eval_table(d: dict[str, Any]) -> str:
     return "\n\n".join(out)
 
 
+def _sim2sim_table(d: dict[str, Any]) -> str:
+    """``deploy go1``'s sim2sim.json: per command, the error on the training simulator and on the
+    differently configured one, what the rule allows, and the verdict."""
+    rows = [
+        [
+            f"({r['command']['vx_mps']:g}, {r['command']['vy_mps']:g}, {r['command']['yaw_radps']:g})",
+            r["metric"].replace("_", " "),
+            r["training_sim"],
+            r["sim2sim"],
+            f"{r['ratio']:.2f}",
+            r["allowed"],
+            r["sim2sim_falls"],
+            "pass" if r["passed"] else "FAIL",
+        ]
+        for r in d["comparison"]
+    ]
+    s = d["summary"]
+    verdict = "passed" if s["passed"] else f"FAILED ({', '.join(map(str, s['failed_commands']))})"
+    return (
+        f"{s['episodes_per_command']} runs per command; a command passes with no falls and a sim-to-sim "
+        "error of at most max(1.5 × the training simulator's, 0.10).\n\n"
+        + table(
+            ["command", "error", "training sim", "sim-to-sim", "ratio", "allowed", "falls", "verdict"], rows
+        )
+        + f"\n\nVerdict: **{verdict}**."
+    )
+
+
 @dataclass(frozen=True)
 class Known:
     """A result file this module recognizes by name (a glob on its path under benchmarks/results)."""
@@ -381,6 +409,12 @@ def _go1_headline(d: dict[str, Any]) -> list[dict[str, str]]:
 
 
 KNOWN: tuple[Known, ...] = (
+    Known(
+        "go1_*sim2sim*.json",
+        "Go1 sim-to-sim check (deploy go1)",
+        "scenefactory deploy go1 --out DIR",
+        _sim2sim_table,
+    ),
     Known(
         "go1_*eval*.json",
         "Go1 policy evaluation (eval go1)",
