@@ -178,3 +178,28 @@ def test_quick_experiment_reports_every_method_and_grounding_beats_the_point_mas
     for m in ("sysid", "markov"):
         assert summary[(m, main)]["heldout_rollout10_pos_err_m"] < 0.95 * point_mass, m
     assert "History correction vs direct transfer" in (out / "report.md").read_text()
+
+
+def test_history_vs_none_verdict_needs_both_intervals_above_zero() -> None:
+    """The comparison: pooled Wald and seed-paired t intervals; 'better' only when both exclude 0."""
+    from scenefactory.experiments.go1_navigation_report import _difference, t_interval
+
+    m, lo, hi = t_interval([0.5, 0.7, 0.6])
+    assert m == pytest.approx(0.6) and (lo, hi) == pytest.approx(
+        (0.6 - 4.303 * 0.1 / math.sqrt(3), 0.6 + 4.303 * 0.1 / math.sqrt(3))
+    )
+
+    def cell(rates: list[float], n: int) -> dict[str, object]:
+        k = round(sum(rates) * n)
+        return {
+            "go1_success": {"rate": k / (n * len(rates)), "episodes": n * len(rates)},
+            "go1_success_seed_rates": rates,
+            "seeds": list(range(len(rates))),
+        }
+
+    base = cell([0.5, 0.5, 0.5], 24)
+    assert _difference(cell([0.9, 0.95, 0.85], 24), base)["verdict"] == "better"
+    assert _difference(cell([0.1, 0.15, 0.05], 24), base)["verdict"] == "worse"
+    spread = _difference(cell([0.55, 1.0, 0.6], 24), base)  # pooled > 0, seeds disagree
+    assert spread["pooled"]["ci"][0] > 0 and spread["paired_by_seed"]["ci"][0] < 0
+    assert spread["verdict"].startswith("not resolved")
