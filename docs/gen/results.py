@@ -604,27 +604,65 @@ SKIP_KEYS = frozenset({"machine", "command", "argv", "seed"})
 """Keys the provenance block above a table already shows."""
 
 
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, bool | int | float) or (isinstance(v, str) and len(v) <= 40)
+
+
+def keyed_table(key: str, value: Any, max_columns: int = 9) -> str:
+    """A dict of runs (``{"kinematic_real": {"casps": ..., ...}, ...}``) as one table, a row per run:
+    the columns are the fields that differ between runs (at most ``max_columns``), and the fields
+    every run shares are listed under it. Empty when ``value`` is not such a dict."""
+    if not isinstance(value, dict) or len(value) < 2 or not all(isinstance(v, dict) for v in value.values()):
+        return ""
+    rows = list(value.values())
+    fields = [k for k in rows[0] if all(k in r and _scalar(r[k]) for r in rows)]
+    if not fields:
+        return ""
+    varying = [k for k in fields if len({json.dumps(r[k]) for r in rows}) > 1][:max_columns]
+    shared = [k for k in fields if k not in varying and len({json.dumps(r[k]) for r in rows}) == 1]
+    out = f"**{key}**\n\n" + table(
+        ["", *varying], [[name, *(r[k] for k in varying)] for name, r in value.items()]
+    )
+    if shared:
+        out += "\n\nIn every row: " + ", ".join(f"{k} {fmt(rows[0][k])}" for k in shared) + "."
+    return out
+
+
+def _records_table(key: str, value: Any) -> str:
+    """A list of records with the same scalar fields as one table; empty otherwise."""
+    if not (isinstance(value, list) and value and all(isinstance(v, dict) for v in value)):
+        return ""
+    if len({tuple(v) for v in value}) != 1 or not all(_scalar(x) for v in value for x in v.values()):
+        return ""
+    cols = list(value[0])
+    return f"**{key}**\n\n" + table(cols, [[v[c] for c in cols] for v in value])
+
+
+def _walk(key: str, value: Any, scalars: list[list[Any]], tables: list[str]) -> None:
+    """Sort every leaf of ``value`` into a ``field | value`` row or a table of its own."""
+    made = keyed_table(key, value) or _records_table(key, value)
+    if made:
+        tables.append(made)
+    elif isinstance(value, dict) and value:
+        for k, v in value.items():
+            _walk(f"{key}.{k}" if key else str(k), v, scalars, tables)
+    elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+        for i, v in enumerate(value):
+            _walk(f"{key}[{i}]", v, scalars, tables)
+    else:
+        scalars.append([key, ", ".join(fmt(v) for v in value) if isinstance(value, list) else value])
+
+
 def generic_tables(d: dict[str, Any]) -> str:
-    """Any result file: a list of records (dicts with the same keys) as a table of its own, every
-    other number or text as ``field | value`` rows (nested keys dotted)."""
-    scalars: dict[str, Any] = {}
-    out = []
+    """Any result file: dicts of runs and lists of records as tables of their own (at any depth),
+    every other number or text as ``field | value`` rows (nested keys dotted)."""
+    scalars: list[list[Any]] = []
+    tables: list[str] = []
     for key, value in d.items():
-        if key in SKIP_KEYS:
-            continue
-        records = isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
-        if (
-            records
-            and len({tuple(v) for v in value}) == 1
-            and not any(isinstance(x, dict | list) for v in value for x in v.values())
-        ):
-            cols = list(value[0])
-            out.append(f"**{key}**\n\n" + table(cols, [[v[c] for c in cols] for v in value]))
-        else:
-            scalars[key] = value
-    if scalars:
-        out.insert(0, table(["field", "value"], [[p, v] for p, v in flatten(scalars)]))
-    return "\n\n".join(out)
+        if key not in SKIP_KEYS:
+            _walk(key, value, scalars, tables)
+    out = [table(["field", "value"], scalars)] if scalars else []
+    return "\n\n".join(out + tables)
 
 
 def title_of(rf: ResultFile) -> str:
