@@ -608,7 +608,7 @@ def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, bool | int | float) or (isinstance(v, str) and len(v) <= 40)
 
 
-def keyed_table(key: str, value: Any, max_columns: int = 9) -> str:
+def keyed_table(key: str, value: Any, max_columns: int = 12) -> str:
     """A dict of runs (``{"kinematic_real": {"casps": ..., ...}, ...}``) as one table, a row per run:
     the columns are the fields that differ between runs (at most ``max_columns``), and the fields
     every run shares are listed under it. Empty when ``value`` is not such a dict."""
@@ -616,8 +616,13 @@ def keyed_table(key: str, value: Any, max_columns: int = 9) -> str:
         return ""
     rows = list(value.values())
     fields = [k for k in rows[0] if all(k in r and _scalar(r[k]) for r in rows)]
-    if not fields:
-        return ""
+    if not fields:  # {policy: {"buckets": {...}, "timing": {...}}}: a table per common part
+        parts = [k for k in rows[0] if all(isinstance(r.get(k), dict) for r in rows)]
+        made = [
+            keyed_table(f"{key} — {part}", {n: r[part] for n, r in value.items()}, max_columns)
+            for part in parts
+        ]
+        return "\n\n".join(t for t in made if t)
     varying = [k for k in fields if len({json.dumps(r[k]) for r in rows}) > 1][:max_columns]
     shared = [k for k in fields if k not in varying and len({json.dumps(r[k]) for r in rows}) == 1]
     out = f"**{key}**\n\n" + table(
