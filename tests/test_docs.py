@@ -164,6 +164,7 @@ def test_results_pages_show_every_file_with_command_seed_and_machine(tmp_path: P
                 "command": "scenefactory bench wosac --out x.json",
                 "seed": 7,
                 "realism": {"meta": 0.6123},
+                "runs": {"real": {"casps": 1.5, "steps": 30}, "procedural": {"casps": 2.5, "steps": 30}},
                 "machine": {"cpu_count": 16, "gpu": "H100"},
             }
         )
@@ -183,6 +184,8 @@ def test_results_pages_show_every_file_with_command_seed_and_machine(tmp_path: P
     bench = pages["results/benchmarks.md"]
     assert "`scenefactory bench wosac --out x.json`" in bench and "**Seed**: 7" in bench
     assert "| realism.meta | 0.612 |" in bench and "16 CPU cores, H100" in bench
+    # a dict of runs is one table, a row per run, the shared fields under it
+    assert "|  | casps |" in bench and "| real | 1.500 |" in bench and "In every row: steps 30." in bench
     exp = pages["results/experiments.md"]
     assert "## A new experiment" in exp and "| 1 | 0.25 [0.1, 0.4] |" in exp
 
