@@ -369,6 +369,19 @@ def _sim2sim_table(d: dict[str, Any]) -> str:
     )
 
 
+def _wosac_headline(d: dict[str, Any]) -> list[dict[str, str]]:
+    metas = ", ".join(
+        f"{name.replace('_', ' ')} {p['buckets']['realism_meta_metric']:.3f}"
+        for name, p in d["policies"].items()
+    )
+    return [
+        {
+            "what": f"WOSAC realism meta-metric of simple sim agents ({d['rollouts']} rollouts per scene)",
+            "value": metas,
+        }
+    ]
+
+
 @dataclass(frozen=True)
 class Known:
     """A result file this module recognizes by name (a glob on its path under benchmarks/results)."""
@@ -409,6 +422,13 @@ def _go1_headline(d: dict[str, Any]) -> list[dict[str, str]]:
 
 
 KNOWN: tuple[Known, ...] = (
+    Known(
+        "wosac_baselines*.json",
+        "WOSAC realism of simple sim agents (log, constant velocity, IDM, random)",
+        "",
+        None,
+        headline=_wosac_headline,
+    ),
     Known(
         "go1_*sim2sim*.json",
         "Go1 sim-to-sim check (deploy go1)",
@@ -753,7 +773,8 @@ def benchmarks_page(files: list[ResultFile]) -> str:
         "site is built. CASPS = policy steps × controlled agents per wall-clock second of the full "
         "environment step (batched policy inference, engine with its physics substeps, rewards, "
         "terminations, resets, observations); the baseline steps worlds one after another in Python. "
-        "A file added there appears here on the next build. Machine descriptions come from the files; "
+        "A file added there appears here on the next build; `make bench` reruns the main benchmarks. Machine "
+        "descriptions come from the files; "
         "timing on a shared machine varies by tens of percent between runs.\n\n"
     )
     toc = "\n".join(f"- [{title_of(f)}](#{anchor(f.rel)})" for f in bench)
