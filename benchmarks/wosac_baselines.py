@@ -29,7 +29,8 @@ def main() -> int:
     p.add_argument("--scenes", type=int, default=100)
     p.add_argument("--seed", type=int, default=0, help="corpus seed and the random policy's seed")
     p.add_argument("--rollouts", type=int, default=32)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: no spin-waiting when busy)")
+    p.add_argument("--reuse-corpus", action="store_true", help="score the corpus already in --work")
     p.add_argument("--policies", default=",".join(POLICIES))
     p.add_argument("--work", type=Path, default=Path("/tmp/scenefactory-wosac-baselines"))
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/wosac_baselines.json"))
@@ -37,7 +38,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     corpus = args.work / "corpus"
     t = time.perf_counter()
-    write_wosac_corpus(corpus, args.scenes, args.seed)
+    if not (args.reuse_corpus and (corpus / "synthetic.tfrecord-00000-of-00001").exists()):
+        write_wosac_corpus(corpus, args.scenes, args.seed)
     gen_s = time.perf_counter() - t
     report = {
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),

@@ -42,8 +42,16 @@ def add_commands(sub: Any) -> None:
 
 
 def benchmark(args: argparse.Namespace) -> int:
-    """``benchmark wosac``: prints the report table; exit status 0."""
+    """``benchmark wosac``: prints the report table; exit status 0. Runs on one torch thread unless
+    ``--threads`` says otherwise: its tensors are small (100 scenarios x 32 random rollouts on this
+    2-core machine: 58 s on one thread at load 1.2, 344 s on two at load 4.8;
+    ``benchmarks/results/wosac_speed.json``)."""
+    import torch
+
     from scenefactory.evaluation.wosac.benchmark import WosacJob, report_markdown, run_wosac
+
+    if getattr(args, "threads", None) is None:
+        torch.set_num_threads(1)
 
     job = WosacJob(
         scenes=args.scenes,
