@@ -38,12 +38,14 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     corpus = args.work / "corpus"
     t = time.perf_counter()
-    if not (args.reuse_corpus and (corpus / "synthetic.tfrecord-00000-of-00001").exists()):
+    reused = args.reuse_corpus and (corpus / "synthetic.tfrecord-00000-of-00001").exists()
+    if not reused:
         write_wosac_corpus(corpus, args.scenes, args.seed)
-    gen_s = time.perf_counter() - t
+    made = "reused from an earlier run" if reused else f"generated in {time.perf_counter() - t:.1f} s"
     report = {
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
-        "corpus": f"write_wosac_corpus(count={args.scenes}, seed={args.seed}) (generated in {gen_s:.1f} s)",
+        "corpus": f"write_wosac_corpus(count={args.scenes}, seed={args.seed}) ({made})",
+        "seed": args.seed,
         "rollouts": args.rollouts,
         "threads": args.threads,
         "cpus": os.cpu_count(),
