@@ -135,3 +135,12 @@ def test_agent_rows_are_the_all_pairs_rows() -> None:
     assert torch.equal(over, pairwise_box_overlap(pos, yaw, length, width, active)[:, :k]) and over.any()
     n_ttc, n_drac, n_over = agent_interactions(pos, yaw, vel, length, width, active, k, 10.0)
     assert torch.equal(n_ttc, ttc_k) and torch.equal(n_drac, drac_k) and torch.equal(n_over, over)
+
+
+def test_the_kernels_leave_torchs_thread_count_alone() -> None:
+    """numba's OpenMP layer shares the runtime with torch: a call must not change torch's count."""
+    pos = torch.rand(3, 5, 2) * 10.0
+    zeros, ones = torch.zeros(3, 5), torch.ones(3, 5)
+    before = torch.get_num_threads()  # 1 (the module's fixture)
+    agent_interactions(pos, zeros, torch.zeros(3, 5, 2), 4 * ones, 2 * ones, ones > 0, 2, 10.0)
+    assert torch.get_num_threads() == before

@@ -250,13 +250,16 @@ def agent_interactions(
 
 
 class numba_threads:  # noqa: N801 (a context manager used like a function)
-    """Run numba's parallel loops on ``torch.get_num_threads()`` threads (at most numba's pool)."""
+    """Run numba's parallel loops on ``torch.get_num_threads()`` threads (at most numba's pool), and
+    leave torch's count as it was: numba's OpenMP layer and torch share the OpenMP runtime, so setting
+    one sets the other (a restore of numba's own count would change torch's)."""
 
     def __enter__(self) -> None:
-        """Set numba's thread count for the block."""
-        self._before = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+        """Set numba's thread count to torch's for the block."""
+        self._torch = torch.get_num_threads()
+        numba.set_num_threads(max(1, min(self._torch, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
 
     def __exit__(self, *exc: object) -> None:
-        """Restore it."""
-        numba.set_num_threads(self._before)
+        """Keep torch's count."""
+        if torch.get_num_threads() != self._torch:
+            torch.set_num_threads(self._torch)
