@@ -20,7 +20,6 @@ import json
 import os
 import tempfile
 import warnings
-import zipfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -114,7 +113,7 @@ def _cached_roads(roadgraph: RoadGraph, params: RoadParams, where: str) -> Scene
     if path.exists():
         try:
             return _read(path)
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        except (OSError, ValueError, TypeError) as exc:
             warnings.warn(
                 f"road cache entry {path} for {where or 'a scene'} is unreadable ({exc}); rebuilding it",
                 stacklevel=2,
@@ -123,8 +122,18 @@ def _cached_roads(roadgraph: RoadGraph, params: RoadParams, where: str) -> Scene
     try:
         _write(path, roads)
     except OSError as exc:
-        warnings.warn(f"could not write the road cache entry {path}: {exc}", stacklevel=2)
+        if folder not in _UNWRITABLE:  # once per folder: a read-only cache would warn for every scene
+            _UNWRITABLE.add(folder)
+            warnings.warn(
+                f"could not write the road cache entry {path}: {exc}; building without caching"
+                f" (set {CACHE_ENV} to a writable folder, or to 'off')",
+                stacklevel=2,
+            )
     return roads
+
+
+_UNWRITABLE: set[Path] = set()
+"""Cache folders a write failed in during this process (warned about once)."""
 
 
 def _write(path: Path, roads: SceneRoads) -> None:
@@ -152,34 +161,77 @@ def _write(path: Path, roads: SceneRoads) -> None:
         raise
 
 
+_DTYPES = {
+    "xy": np.float64,
+    "feat": np.float64,
+    "grid_origin": np.float64,
+    "grid_resolution": np.float64,
+    "grid_values": np.float32,
+    "cells_origin": np.float64,
+    "cells_shape": np.int64,
+    "cells_side": np.float64,
+    "cells_order": np.int64,
+    "cells_counts": np.int64,
+    "cells_radius": np.int16,
+}
+"""Every array an entry holds and its dtype, as :func:`build_scene_roads` makes them; an entry with
+another dtype, a missing array or a non-finite number is not one this code wrote (or it was damaged)."""
+
+
 def _read(path: Path) -> SceneRoads:
-    with np.load(path, allow_pickle=False) as z:
-        xy, feat = z["xy"], z["feat"]
-        grid = DrivableGrid(
-            origin_xy=z["grid_origin"], resolution_m=float(z["grid_resolution"]), values=z["grid_values"]
-        )
-        shape = tuple(int(v) for v in z["cells_shape"])
-        order, counts, radius = z["cells_order"], z["cells_counts"], z["cells_radius"]
-        cells = SceneCells(
-            origin_xy=z["cells_origin"],
-            shape_rc=(shape[0], shape[1]),
-            cell_m=float(z["cells_side"]),
-            order=order,
-            counts=counts,
-            radius=radius,
-        )
+    """An entry, checked whole (dtypes, shapes, finite values, consistent counts; the zip's CRC-32
+    covers the bytes); ``ValueError`` naming what is wrong otherwise, so the caller rebuilds it.
+    ``OSError`` when the file cannot be opened."""
+    with open(path, "rb") as f:
+        try:
+            with np.load(f, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in _DTYPES}
+        except Exception as exc:
+            raise ValueError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    for key, dtype in _DTYPES.items():
+        a = arrays[key]
+        if a.dtype != dtype:
+            raise ValueError(f"'{key}' is {a.dtype}, expected {np.dtype(dtype)}")
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise ValueError(f"'{key}' holds NaN or infinite values")
+    xy, feat, order, counts, radius = (
+        arrays[k] for k in ("xy", "feat", "cells_order", "cells_counts", "cells_radius")
+    )
+    shape = tuple(int(v) for v in arrays["cells_shape"].reshape(-1))
+    scalars = [arrays[k].shape == () for k in ("grid_resolution", "cells_side")]
     ok = (
-        xy.ndim == 2
+        all(scalars)
+        and float(arrays["grid_resolution"]) > 0.0
+        and float(arrays["cells_side"]) > 0.0
+        and arrays["grid_origin"].shape == (2,)
+        and arrays["cells_origin"].shape == (2,)
+        and xy.ndim == 2
         and xy.shape[1] == 2
+        and feat.ndim == 2
         and feat.shape[0] == xy.shape[0]
         and len(shape) == 2
+        and min(shape) >= 1
         and counts.shape == (shape[0] * shape[1],)
         and radius.shape == counts.shape
         and int(counts.sum()) == len(xy)
+        and order.shape == (len(xy),)
         and np.array_equal(np.sort(order), np.arange(len(xy)))
     )
     if not ok:
         raise ValueError("arrays of inconsistent shapes")
+    grid = DrivableGrid(
+        origin_xy=arrays["grid_origin"],
+        resolution_m=float(arrays["grid_resolution"]),
+        values=arrays["grid_values"],
+    )
+    cells = SceneCells(
+        origin_xy=arrays["cells_origin"],
+        shape_rc=(shape[0], shape[1]),
+        cell_m=float(arrays["cells_side"]),
+        order=order,
+        counts=counts,
+        radius=radius,
+    )
     return SceneRoads(xy=xy, feat=feat, grid=grid, cells=cells)
 
 
