@@ -224,3 +224,11 @@ def test_the_docs_tables_are_the_bounds() -> None:
     assert block == bounds.docs_tables(), (
         "regenerate the tables of docs/concepts/scene-checks.md with scenefactory.bounds.docs_tables()"
     )
+
+
+def test_go1_actions_are_converted_or_named() -> None:
+    env = make_go1_env(num_envs=2)
+    assert env.step(np.zeros((2, 12))).actor_obs.shape[0] == 2
+    assert env.step(torch.zeros(2, 12, requires_grad=True)).actor_obs.shape[0] == 2
+    _raises(lambda: env.step(torch.zeros(2, 12, device="meta")), "actions", "meta")
+    _raises(lambda: env.step(torch.zeros(2, 11)), "actions", "(2, 12)", "(2, 11)")

@@ -35,6 +35,7 @@ from scenefactory.go1.rewards import track_ang_vel_z, track_lin_vel_xy
 from scenefactory.go1.state import LocoState
 from scenefactory.go1.terrain import generate, go1_model, height_scan, scan_points_b, yaw_of
 from scenefactory.go1.whole_body import full_commands, sample_body_commands
+from scenefactory.inputs import as_actions
 
 CONTACT_FORCE_N = 1.0
 """Foot normal force above which a foot counts as on the ground."""
@@ -485,9 +486,8 @@ class Go1Env:
     def step(self, actions: torch.Tensor) -> LocoStep:
         """Advance one policy step (module docstring for the phases)."""
         cfg, ix = self.cfg, self.index
-        a = actions.detach().cpu().double().numpy()
-        if a.shape != (self.num_envs, go1.NUM_JOINTS):
-            raise ValueError(f"actions must be ({self.num_envs}, {go1.NUM_JOINTS}), got {a.shape}")
+        # numpy/list converted, a tensor detached; wrong type, dtype, shape: ArgumentError naming it
+        a = as_actions(actions, (self.num_envs, go1.NUM_JOINTS), torch.device("cpu")).double().numpy()
         if not np.isfinite(a).all():
             bad = np.nonzero(~np.isfinite(a).all(axis=1))[0].tolist()
             raise FloatingPointError(f"non-finite actions for robots {bad[:8]}")
