@@ -25,6 +25,7 @@ from scenefactory import bounds, cli
 from scenefactory.bounds import FloatRange, IntRange
 from scenefactory.cli import argtypes
 from scenefactory.errors import UserError
+from scenefactory.evaluation.wosac import benchmark as wosac_benchmark
 from scenefactory.go1 import jobs as go1_jobs
 from scenefactory.jobs import data, demo, drive, vehicle
 
@@ -55,6 +56,7 @@ REQUIRED: dict[tuple[str, ...], list[str]] = {
     ("ground",): ["--method", "dr", "--data", "data"],
     ("experiment",): ["transfer"],
     ("seed-level",): ["report"],
+    ("benchmark", "wosac"): ["--scenes", "scenes", "--policy", "log"],
 }
 """Positional and required arguments (besides ``--out``) each command needs to parse."""
 OUTPUT = {path for path, p in LEAVES.items() if any("--out" in a.option_strings for a in p._actions)}
@@ -70,6 +72,7 @@ JOBS: tuple[tuple[ModuleType, tuple[str, ...]], ...] = (
     (vehicle, ("validate",)),
     (data, ("convert", "collect", "collect_logs", "fit_dynamics", "ground")),
     (go1_jobs, ("train", "evaluate", "bench", "render", "export", "deploy")),
+    (wosac_benchmark, ("run_wosac",)),
 )
 
 

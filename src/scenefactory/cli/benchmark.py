@@ -25,7 +25,7 @@ MAX_SCENES = IntRange(0, 10_000_000)
 def add_commands(sub: Any) -> None:
     """Add ``benchmark`` with its ``wosac`` benchmark."""
     b = sub.add_parser("benchmark", help="the field's benchmarks on real logs (WOSAC realism)")
-    kinds = b.add_subparsers(dest="benchmark", required=True)
+    kinds = b.add_subparsers(dest="task", required=True)
     w = kinds.add_parser("wosac", help="WOSAC 2025 realism meta-metric of a sim-agent policy -> metrics.json")
     w.add_argument("--scenes", type=Path, required=True, help="folder of WOMD scenario shards (*tfrecord*)")
     w.add_argument("--policy", choices=POLICY_NAMES, required=True, help="sim-agent policy for every object")
@@ -68,4 +68,6 @@ def benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {("benchmark", None): benchmark}
+COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
+    ("benchmark", "wosac"): benchmark
+}
