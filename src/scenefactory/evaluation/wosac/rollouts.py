@@ -112,7 +112,8 @@ def _paths(scn: WosacScenario) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     pts = torch.cat([pts, ext[:, None]], dim=1)
     total = dist[:, -1]
     dist = torch.cat([dist, (total + _EXTEND_M)[:, None]], dim=1)
-    end_vel = scn.velocity[torch.arange(n), CURRENT_TIME_INDEX + last]
+    last_t = torch.gather(order, 1, last[:, None])[:, 0]  # the last valid step, from the current one
+    end_vel = scn.velocity[torch.arange(n), CURRENT_TIME_INDEX + last_t]
     stopped = torch.linalg.norm(end_vel, dim=-1) < STATIC_SPEED_MPS
     return pts, dist, total, stopped
 
