@@ -70,7 +70,8 @@ def bench(tier: str, scenes: list[Scene] | None, source: str, **kw: Any) -> dict
 def train(scenes_dir: Path | None, iterations: int, out: Path) -> dict[str, Any]:
     """``scenefactory train drive`` (PPO, kinematic, 256 x 16) for a few iterations: steps/s, collection
     and learning seconds of the iterations after the first (which compiles and warms up)."""
-    cmd = [sys.executable, "-m", "scenefactory", "train", "drive", "--engine", "kinematic",
+    cmd = [sys.executable, "-m", "scenefactory", "--threads", str(torch.get_num_threads()),
+           "train", "drive", "--engine", "kinematic",
            "--worlds", str(WORLDS), "--agents", str(AGENTS), "--iterations", str(iterations),
            "--out", str(out)]  # fmt: skip
     if scenes_dir is not None:
