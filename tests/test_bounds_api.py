@@ -41,7 +41,7 @@ def _raises(fn: Callable[[], Any], *names: str) -> str:
 
 # one way through the API per entry of bounds.API_ARGUMENTS: value -> a call that applies it
 THROUGH_API: dict[str, Callable[[Any], Any]] = {
-    "EngineSpec.physics_hz": lambda v: EngineSpec("mujoco", physics_hz=v),
+    "EngineSpec.physics_hz (mujoco, mujoco-warp)": lambda v: EngineSpec("mujoco", physics_hz=v),
     "EngineSpec.action_lag_steps": lambda v: EngineSpec(action_lag_steps=v),
     "DrivingTaskConfig.num_worlds": lambda v: DrivingTaskConfig(num_worlds=v),
     "DrivingTaskConfig.agents_per_world": lambda v: DrivingTaskConfig(agents_per_world=v),

@@ -204,7 +204,7 @@ def _nan_at(key: str, index: tuple[int, ...], value: float = math.nan) -> Callab
         ),
         (
             lambda f: _edit_meta(f, lambda m: m["engine_spec"].__setitem__("action_lag_steps", -1)),
-            r"field 'engine_spec': --action-lag-steps must be an integer >= 0, got -1",
+            r"field 'engine_spec': \S+ \(--action-lag-steps\): expected an integer in \[0, 100\], got -1",
         ),
         (
             lambda f: _edit_meta(f, _set("engine_spec", {"tier": "learned"})),
@@ -212,7 +212,7 @@ def _nan_at(key: str, index: tuple[int, ...], value: float = math.nan) -> Callab
         ),
         (  # a dataset collected before engine_spec: the flat fields are read as they were written
             lambda f: _edit_meta(f, lambda m: m.update(engine_spec=None, action_lag_steps=-1)),
-            r"field 'engine': --action-lag-steps must be an integer >= 0, got -1",
+            r"field 'engine': \S+ \(--action-lag-steps\): expected an integer in \[0, 100\], got -1",
         ),
         (
             lambda f: (f / "shard_00001.npz").write_bytes(b""),

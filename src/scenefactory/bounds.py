@@ -187,7 +187,7 @@ SCENE_COUNT = positive(MAX_SCENES, "scenes are built up front, ~20 ms each")
 """``--train-scenes``, ``make_driving_env(num_scenes=)``."""
 
 API_ARGUMENTS: dict[str, tuple[IntRange | FloatRange, str]] = {
-    "EngineSpec.physics_hz": (PHYSICS_HZ, "--physics-hz"),
+    "EngineSpec.physics_hz (mujoco, mujoco-warp)": (PHYSICS_HZ, "--physics-hz"),
     "EngineSpec.action_lag_steps": (LAG_STEPS, "--action-lag-steps"),
     "DrivingTaskConfig.num_worlds": (WORLDS, "--worlds"),
     "DrivingTaskConfig.agents_per_world": (SCENE_AGENTS, "--agents (with --scenes)"),

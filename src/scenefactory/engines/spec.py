@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from scenefactory import inputs
 from scenefactory.bounds import LAG_STEPS, PHYSICS_HZ
 from scenefactory.errors import UserError
 
@@ -41,8 +42,8 @@ class EngineSpec:
 
     - ``tier``: one of :data:`TIERS`.
     - ``physics_hz``: physics rate [Hz] of the :data:`PHYSICS_TIERS`, in the CLI's bounds
-      (``scenefactory.bounds.PHYSICS_HZ``, 100-1000 Hz, checked for every tier; the others step once
-      per policy step).
+      (``scenefactory.bounds.PHYSICS_HZ``, 100-1000 Hz); the other tiers step once per policy step
+      and ignore it (any positive number).
     - ``dynamics_model``: the learned tier's ``model.pt`` (``scenefactory fit-dynamics``); required
       by that tier, refused by the others. A ``str`` is turned into a ``Path``.
     - ``grounding``: the grounded tier's folder (``scenefactory ground``); likewise.
@@ -60,8 +61,14 @@ class EngineSpec:
         """Reject an unknown tier, a bad rate or lag, a missing file, and a file the tier does not read."""
         if self.tier not in TIERS:
             raise UserError(f"unknown engine '{self.tier}': expected one of {sorted(TIERS)}")
-        # the CLI's bounds for every tier (scenefactory.bounds): ArgumentError naming field and flag
-        hz = PHYSICS_HZ.check(self.physics_hz, "EngineSpec.physics_hz (--physics-hz)")
+        # the CLI's bounds (scenefactory.bounds): ArgumentError naming field and flag. The rate's
+        # range holds for the tiers that step at it; the others ignore it (a saved learned-tier spec
+        # may carry any positive rate), so there it need only be a positive number
+        name = "EngineSpec.physics_hz (--physics-hz)"
+        if self.tier in PHYSICS_TIERS:
+            hz = PHYSICS_HZ.check(self.physics_hz, name)
+        else:
+            hz = inputs.number(self.physics_hz, name, "a positive rate in Hz", lambda v: v > 0)
         LAG_STEPS.check(self.action_lag_steps, "EngineSpec.action_lag_steps (--action-lag-steps)")
         for name, tier, flag, source in _FILES:
             value = getattr(self, name)
