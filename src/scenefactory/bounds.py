@@ -49,7 +49,7 @@ MAX_ITERATIONS = 100_000
 MAX_SCENES = 10_000
 """Procedural scenes a run builds up front (about 20 ms and 60 kB each: 10,000 = 3 min, 0.6 GB)."""
 MAX_BENCH_STEPS = 10_000
-"""Timed benchmark steps (the README's figures use 30)."""
+"""Timed benchmark steps (the benchmark figures in benchmarks/results use 30)."""
 MAX_STEPS = 1_000_000
 """Recorded policy steps (``collect``) and network training steps (``ground``)."""
 MAX_EPOCHS = 10_000

@@ -50,7 +50,7 @@ EVAL_TABLES = ("velocity", "push", "whole-body", "terrain")
 """``go1.jobs.TABLES``, spelled out so that ``--help`` loads no Go1 stack (a test checks they agree)."""
 LEVEL = IntRange(0, 99)
 TARGET_LEVELS = (3, 4, 5, 7)
-"""Terrain levels ``eval go1`` runs by default: those of the README's traversal targets."""
+"""Terrain levels ``eval go1`` runs by default: those of the terrain traversal targets (docs results)."""
 GO1_ENGINE_HELP = "physics of the worlds: mujoco (MuJoCo C on CPU threads; default) or mujoco-warp"
 GO1_DEVICE_HELP = (
     "where MuJoCo Warp's worlds run: cpu (default) or cuda[:N] (the Go1 task and its policy run on the "

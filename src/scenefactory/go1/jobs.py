@@ -37,7 +37,8 @@ from scenefactory.go1.whole_body_eval import whole_body_report, whole_body_summa
 from scenefactory.io import atomic_write_text, write_json
 
 SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_whole_body.pt"
-"""The trained policy shipped with the package (see README: the command that made it)."""
+"""The trained policy shipped with the package (its model card on the docs site, and the recipe
+``train go1 --recipe whole-body``, say how it was made)."""
 
 
 @dataclass(frozen=True, kw_only=True)
