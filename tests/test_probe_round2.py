@@ -3,9 +3,11 @@ and ``--out`` places the first probe never tried.
 
 Found and fixed: a road-cache entry of NaN grid values or of another dtype was read as good (a
 silently wrong off-road verdict); one whose resolution was not a scalar escaped as a ``TypeError``
-traceback; a truncated entry left its file open; an unwritable cache warned once per scene. Every
-damaged entry is now rebuilt with one warning and gives the same road data as a fresh build; two
-processes filling one cache both get correct data. The CLI cases below already gave one clear line
+traceback; a truncated entry left its file open; an unwritable cache warned once per scene. Two
+runs given one ``--out`` folder both wrote there (one run's config beside the other's checkpoints);
+the second is now refused (``cli.out_lock``). Every damaged entry is now rebuilt with one
+warning and gives the same road data as a fresh build; two processes filling one cache both get
+correct data. The CLI cases below already gave one clear line
 (kept here so they stay that way).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import io
 import multiprocessing as mp
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scenefactory.cli import main
+from scenefactory.cli.out_lock import LOCK_NAME, out_lock
+from scenefactory.errors import UserError
 from scenefactory.scenes.library import procedural_scenes
 from scenefactory.tasks.driving import road_cache as rc
 
@@ -193,3 +198,44 @@ def test_cli_cuda_without_a_gpu_is_one_line(engine: str, capsys: Any, tmp_path: 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "--device cuda: torch sees no CUDA device" in err and "Traceback" not in err, err
+
+
+# ------------------------------------------------------------------------------ one run per --out
+
+
+def test_a_folder_another_live_run_writes_to_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with out_lock(out):
+        assert (out / LOCK_NAME).read_text() == str(os.getpid())
+        busy = r"--out .*run: another scenefactory run \(process \d+\) is writing"
+        with pytest.raises(UserError, match=busy), out_lock(out):
+            pass
+    assert not (out / LOCK_NAME).exists()  # released
+
+
+def test_a_killed_run_s_lock_is_taken_over_and_files_and_other_ranks_take_none(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    dead = mp.get_context("spawn").Process(target=int)
+    dead.start()
+    dead.join()
+    (out / LOCK_NAME).write_text(str(dead.pid))
+    with out_lock(out):
+        assert (out / LOCK_NAME).read_text() == str(os.getpid())
+    with out_lock(tmp_path / "bench", folder=False), out_lock(out, rank=1):
+        assert not (tmp_path / "bench").exists() and not (out / LOCK_NAME).exists()
+    with out_lock(tmp_path / "new"):  # a folder made for the lock and left empty goes again
+        assert (tmp_path / "new").is_dir()
+    assert not (tmp_path / "new").exists()
+
+
+def test_two_cli_runs_into_one_folder(tmp_path: Path, capsys: Any) -> None:
+    """The second ``train drive`` into a folder a live run holds is one line, before any work."""
+    out = tmp_path / "shared"
+    with out_lock(out):  # the first run, still writing
+        assert (
+            main(["train", "drive", "--iterations", "1", "--worlds", "2", "--agents", "1", "--out", str(out)])
+            == 2
+        )
+    err = capsys.readouterr().err
+    assert "another scenefactory run" in err and "Traceback" not in err and not (out / "config.json").exists()

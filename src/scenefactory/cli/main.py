@@ -20,7 +20,8 @@ import torch
 from scenefactory.bounds import MAX_THREADS, positive
 from scenefactory.cli import benchmark, drive, experiment, go1, grounding, scenes
 from scenefactory.cli import view as view_cli
-from scenefactory.cli.argtypes import check_flags
+from scenefactory.cli.argtypes import FILE_OUTPUTS, check_flags
+from scenefactory.cli.out_lock import out_lock
 from scenefactory.errors import UserError
 from scenefactory.rl import distributed
 
@@ -103,7 +104,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
-        return COMMANDS[(args.command, task)](args)
+        rank, folder = distributed.ranks_from_environ().rank, (args.command, task) not in FILE_OUTPUTS
+        with out_lock(getattr(args, "out", None), folder, rank):  # one run per --out folder (cli.out_lock)
+            return COMMANDS[(args.command, task)](args)
     finally:
         distributed.shutdown()  # a data-parallel training run leaves its process group
 
