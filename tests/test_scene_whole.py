@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scenefactory.cli import main
 from scenefactory.engines import EngineSpec
 from scenefactory.errors import SceneFormatError
 from scenefactory.evaluation.human import (
@@ -36,6 +37,7 @@ from scenefactory.scenes.roadgraph import RoadGraph
 from scenefactory.scenes.scene_checks import json_depth, scene_warnings, value_depth
 from scenefactory.scenes.scene_json import load_scene, save_scene, scene_to_dict
 from scenefactory.scenes.womd.convert import scenario_to_scene
+from scenefactory.scenes.womd.tfrecord import write_records
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.drivable import MAX_GRID_NODES, build_drivable_grid
 from womd_crossroads import crossroads_scenario
@@ -266,3 +268,20 @@ def test_any_value_anywhere_loads_or_is_a_scene_format_error(
         assert "\n" not in str(exc) and str(exc).startswith(str(file))
         return
     save_scene(scene, tmp_path / "again.json")  # what loads saves
+
+
+def test_convert_counts_what_it_keeps_in_summary_json(tmp_path: Path) -> None:
+    """A WOMD record whose track 999 is track 0 labelled again half a metre over: converted (real data
+    has such doubles), and ``summary.json`` counts the two overlapping agents."""
+    doubled = crossroads_scenario("doubled")
+    twin = doubled.tracks.add()
+    twin.CopyFrom(doubled.tracks[0])
+    twin.id = 999
+    for state in twin.states:
+        state.center_x += 0.5
+    shard = tmp_path / "two.tfrecord"
+    write_records(shard, [crossroads_scenario("plain").SerializeToString(), doubled.SerializeToString()])
+    assert main(["--threads", "1", "convert", str(shard), "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["converted"] == 2
+    assert summary["scene_warnings"] == {key: 2 if key == "overlapping_spawns" else 0 for key, _ in pl.WARNED}

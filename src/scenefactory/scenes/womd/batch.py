@@ -51,7 +51,9 @@ from typing import Any
 
 from scenefactory.errors import SceneFormatError, UserError
 from scenefactory.io import write_json
+from scenefactory.scenes.plausibility import WARNED
 from scenefactory.scenes.scene import Scene
+from scenefactory.scenes.scene_checks import scene_warnings
 from scenefactory.scenes.scene_json import save_scene
 from scenefactory.scenes.womd.convert import (
     REASONS,
@@ -244,6 +246,7 @@ def _convert_record(
         return _entry("error", task, record, offset, scenario_id=sid, error=msg)
     stem = scene_file_stem(scene.name)
     converted = _entry("converted", task, record, offset, scenario_id=sid, files=[], report=asdict(report))
+    converted["report"]["scene_warnings"] = scene_warnings(scene)  # kept with a warning (plausibility.WARNED)
     claimed = False
     try:
         taken = _claim(task.claims, stem, converted)
@@ -635,6 +638,12 @@ def _finish(
         "splits": splits,
         "eval_fraction": eval_fraction,
         "agents": agent_totals([c for r in reports for c in r["converted"]]),
+        "scene_warnings": {  # what real data holds, kept and counted (scenes.plausibility.WARNED)
+            key: sum(
+                c["report"].get("scene_warnings", {}).get(key, 0) for r in reports for c in r["converted"]
+            )
+            for key, _ in WARNED
+        },
         "skipped": skipped,
         "errors": errors,
         "warnings": [w for r in reports for w in r["warnings"]],
