@@ -54,7 +54,7 @@ cat "$OUT/machine.txt"
 
 echo "== 1. equivalence tests on cuda"
 SCENEFACTORY_TEST_DEVICE=cuda timeout 200 "$PY" -m pytest -q -p no:cacheprovider \
-  tests/test_warp_equivalence.py tests/test_mjwarp.py --junitxml="$OUT/equivalence.xml" 2>&1 \
+  tests/engines/test_warp_equivalence.py tests/engines/test_mjwarp.py --junitxml="$OUT/equivalence.xml" 2>&1 \
   | tee "$OUT/equivalence.log" | tail -15
 
 echo "== 2. CASPS sweep (mujoco-warp, cuda, x16 cars, 120 Hz physics, 30 Hz policy)"

@@ -85,7 +85,7 @@ def test_getting_started_commands_run_as_written(
     assert [w[:2] for w in go1] == [["eval", "go1"], ["render", "go1"]]
     for words in page_commands(page) + go1[:1]:
         assert main(at_test_size(words)) == 0, words
-    # render go1 is run end to end by tests/test_go1_terrain.py (5 s of rendering): here its flags
+    # render go1 is run end to end by tests/go1/test_go1_terrain.py (5 s of rendering): here its flags
     # are checked against the parser as written on the page
     build_parser().parse_args(at_test_size(go1[1]))
     run = tmp_path / "runs" / "first"

@@ -202,7 +202,7 @@ API_ARGUMENTS: dict[str, tuple[IntRange | FloatRange, str]] = {
 }
 """Every bound the Python API applies, with the CLI flag it shares it with: the API checks a value
 with the flag's own range (``IntRange.check``/``FloatRange.check``), so nothing the CLI refuses
-passes through the API. ``tests/test_bounds_api.py`` tries each bound through the API, and the
+passes through the API. ``tests/api/test_bounds_api.py`` tries each bound through the API, and the
 bounds table of ``docs/concepts/scene-checks.md`` is generated from this dict."""
 
 
@@ -274,7 +274,7 @@ def check_scene_range(split: str, first: int, count: int, flags: str) -> None:
 def docs_tables() -> str:
     """The bounds tables of ``docs/concepts/scene-checks.md`` (Markdown), generated from this module
     and :mod:`scenefactory.scenes.plausibility`, so the page cannot drift from the code
-    (``tests/test_bounds_api.py`` compares them; rewrite the page's block with this text)."""
+    (``tests/api/test_bounds_api.py`` compares them; rewrite the page's block with this text)."""
     from scenefactory.scenes import plausibility as pl
 
     rows = ["| Python API argument | CLI flag | expected |", "|---|---|---|"]

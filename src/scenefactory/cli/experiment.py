@@ -6,7 +6,7 @@ evaluations as tasks on a Ray cluster, :mod:`scenefactory.experiments.ray_backen
 The experiments package is imported when a command runs, not with this module: it loads the whole
 driving stack (rsl-rl, tensordict, matplotlib; 2 s and more), which ``scenefactory --help`` and a
 refused flag do without. ``--help`` names the experiments from :data:`EXPERIMENT_NAMES`, which
-``tests/test_cli_flags.py`` holds equal to the registry's names.
+``tests/cli/test_cli_flags.py`` holds equal to the registry's names.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ methods, same ``state_dict`` layout) for the ``mujoco-warp`` tier:
   contact/constraint buffers, and ``state_dict``/``load_state_dict``.
 
 Numbers: MuJoCo Warp computes in float32 (MuJoCo C in float64), so its trajectories agree with the
-C engine's within a tolerance, not bit for bit (``tests/test_warp_equivalence.py``). On the CPU it
+C engine's within a tolerance, not bit for bit (``tests/engines/test_warp_equivalence.py``). On the CPU it
 is deterministic; on a GPU the order of contacts comes from atomics, so two runs may differ in the
 last bits.
 

@@ -16,7 +16,7 @@ their brakes on), held in one :class:`~scenefactory.engines.mjwarp.WarpSim` on t
 - partial resets by world ids write only those worlds' rows.
 
 MuJoCo Warp computes in float32: trajectories agree with the mujoco tier within the tolerances of
-``tests/test_warp_equivalence.py``, braking distances and lateral limits within 5 %.
+``tests/engines/test_warp_equivalence.py``, braking distances and lateral limits within 5 %.
 """
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ WHOLE_BODY = Go1Recipe(
     ),
     result=(
         "the shipped src/scenefactory/go1/policies/go1_whole_body.pt (its stored task_cfg and "
-        "ppo_cfg are this recipe's last stage, tests/test_recipes.py): deploy go1 passes; eval go1 "
+        "ppo_cfg are this recipe's last stage, tests/go1/test_recipes.py): deploy go1 passes; eval go1 "
         "--episodes 32 --seed 0: 2.0 m/s within 0.162 m/s, +-1.8 rad/s within 0.070 / 0.056, "
         "whole-body errors at most 0.005 m / 0.035 rad / 0.024 rad, 1.5 m/s pushes 0.980 "
         "[0.955, 0.992] (256 episodes) ('The shipped policy', README.md at commit 714c17a)"

@@ -54,7 +54,7 @@ default, so scenarios without it are unchanged). WOMD scenarios log up to 128 ob
 some are the moving vehicles above: many vehicles are parked, pedestrians and cyclists pass on the
 sidewalks, and most objects are observed over part of the 9.1 s only (they come into view later or
 leave it). :data:`WOMD_MIX` gives a corpus that make-up; its target figures, checked on generated
-files by ``tests/test_womd_synthetic.py``:
+files by ``tests/scenes/test_womd_synthetic.py``:
 
 - tracks per scenario: 20 to 128 (never more than WOMD's 128); vehicles, pedestrians and cyclists
   all present in a corpus, vehicles 45-85 % of the tracks, pedestrians 10-45 %, cyclists 1-10 %;
@@ -976,7 +976,7 @@ WOMD_MIX = TrafficMix(
     vehicles=(3, 32), parked=4, extra_parked=(6, 40), pedestrians=(0, 44), cyclists=(0, 8), occluded_share=0.8
 )
 """WOMD's make-up of logged traffic (module docstring, *Background traffic*; checked by
-``tests/test_womd_synthetic.py``)."""
+``tests/scenes/test_womd_synthetic.py``)."""
 
 _OCCLUDE_FROM = 8
 """Moving vehicles from this track on may be occluded (the SDC and the tracks to predict never are)."""

@@ -12,7 +12,7 @@ same order, with a fused multiply-add exactly where torch's CPU ``addcmul`` roun
 fast-math, numba's default, so LLVM fuses nothing else), and takes the values torch
 computes with transcendental functions (each object's ``cos``/``sin`` and circle cover) from torch,
 since numba's ``cos`` is the C library's and may differ from torch's in the last bit. Results are
-bit for bit those of the torch path (``tests/test_native_kernels.py``).
+bit for bit those of the torch path (``tests/tasks/test_agent_pairs.py``).
 
 **Pairs that cannot interact are skipped.** A pair whose centres, both holding their velocity, come
 no closer within the TTC horizon than both objects' reaches (the larger of the half diagonal and the

@@ -5,7 +5,7 @@ observation uses.
 
 Each function returns exactly the rows ``[:, :K]`` of its all-pairs counterpart in
 :mod:`~scenefactory.tasks.driving.geometry` (same operations on the same numbers, pair by pair;
-``tests/test_agent_pairs.py`` compares them bit for bit), and :func:`observed_objects` packs each
+``tests/tasks/test_agent_pairs.py`` compares them bit for bit), and :func:`observed_objects` packs each
 world's logged objects observed at the step into a short list, so ``M`` is the agents plus the most
 observed objects of any world this step, not the pool's largest count.
 """

@@ -41,7 +41,7 @@ from scenefactory.tasks.driving.road_index import (
 CACHE_VERSION = 2
 """Bumped whenever road points, drivable grids or index cells are built differently (2: the index
 cells' search radii of the final index; entries written by earlier code held other radii).
-``tests/test_road_cache.py`` pins a digest of the built data per version, so a change to what is
+``tests/tasks/test_road_cache.py`` pins a digest of the built data per version, so a change to what is
 built fails there until this is bumped."""
 
 CACHE_ENV = "SCENEFACTORY_CACHE_DIR"

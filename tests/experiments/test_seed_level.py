@@ -27,7 +27,7 @@ from scenefactory.io import json_safe
 
 T975_DF2 = 4.302652729911275  # Student-t 97.5 % quantile, 2 degrees of freedom (tables)
 T975_DF4 = 2.7764451051977987
-BASELINE = Path(__file__).parent / "data" / "seed_level_baseline"
+BASELINE = Path(__file__).parents[1] / "data" / "seed_level_baseline"
 """``seed_level`` of the cells below as the code computed it before the cells were typed (cells
 keyed ``kind->tier`` in ``results.json``): ``summary.json`` (Welch and paired), the tables ``*.md``."""
 

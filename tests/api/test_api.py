@@ -27,7 +27,7 @@ from scenefactory.api import (
 )
 from scenefactory.scenes.scene_json import save_scene
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TASK = DrivingTaskConfig(num_worlds=2, agents_per_world=3, episode_length_s=3.0)
 
 

@@ -28,7 +28,7 @@ from scenefactory.experiments.ray_backend import ClusterJobError, _sees
 from scenefactory.jobs.drive import EvalArgs, evaluate
 
 TINY = Sizes(seeds=1, train_worlds=2, train_agents=2, iterations=1, train_scenes=2, episodes=2, eval_worlds=2)
-"""The smallest experiment sizes the tests use (``tests/test_experiments.py``)."""
+"""The smallest experiment sizes the tests use (``tests/experiments/test_experiments.py``)."""
 TIERS = ("kinematic", "mujoco")
 RESULT_KEYS = ("goal_reach_rate", "collision_rate", "offroad_rate", "episodes", "scenes")
 

@@ -119,7 +119,7 @@ def test_render_writes_a_gif(trained: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_render_and_eval_write_the_html_replay(trained: Path, tmp_path: Path) -> None:
     """``render drive --format html`` and ``eval drive --html-worlds`` write the replay page
-    (``tests/test_browser.py`` opens one in a browser)."""
+    (``tests/evaluation/test_browser.py`` opens one in a browser)."""
     import base64
     import gzip
     import re
