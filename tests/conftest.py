@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 
@@ -27,7 +29,10 @@ settings.load_profile("ci")
 
 # Road data built once per scene is cached (tasks/driving/road_cache.py); the tests, and the CLI
 # subprocesses they start, use a cache of their own, not the user's.
-os.environ["SCENEFACTORY_CACHE_DIR"] = tempfile.mkdtemp(prefix="scenefactory-test-cache-")
+# Removed when the session ends (every pytest run left one behind in /tmp).
+_CACHE_DIR = tempfile.mkdtemp(prefix="scenefactory-test-cache-")
+os.environ["SCENEFACTORY_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture
