@@ -77,6 +77,7 @@ def test_registry_names_and_lookup() -> None:
         "log-grounding",
         "grounding",
         "matrix",
+        "go1-navigation",
     ]
     for name, e in EXPERIMENTS.items():
         assert e.name == name and callable(e.run) and e.summary
