@@ -23,6 +23,7 @@ from scenefactory.bounds import MIN_ACTIVE_FRACTION, POLICY_HZ, SCENE_AGENTS, WO
 from scenefactory.errors import ArgumentError
 from scenefactory.tasks.driving import rewards as r
 from scenefactory.tasks.driving.context import StepContext
+from scenefactory.tasks.driving.idm import IdmParams
 from scenefactory.vehicles.params import VehicleParams
 
 
@@ -122,7 +123,11 @@ class DrivingTaskConfig:
     ``native_kernels`` (True): on a CPU, the agents' interactions (TTC, DRAC, box overlap) run in the
     fused numba kernels of ``tasks.driving.native``; False runs the torch path (always used on a GPU).
     Both give the same numbers bit for bit, so it is a speed setting, left out of
-    :func:`task_config_to_dict`."""
+    :func:`task_config_to_dict`.
+    ``replay_idm`` (an :class:`~scenefactory.tasks.driving.idm.IdmParams`): the replayed (logged)
+    vehicles react: they follow their logged paths with the IDM speed law and brake for the agents
+    (:mod:`~scenefactory.tasks.driving.replay_idm`; ``eval drive --others idm``); ``None`` (the
+    default) plays every logged object's log back as it is."""
 
     num_worlds: int = 64
     agents_per_world: int = 8
@@ -135,6 +140,7 @@ class DrivingTaskConfig:
     friction_change: FrictionChange | None = None
     min_active_fraction: float = 0.0
     native_kernels: bool = True
+    replay_idm: IdmParams | None = None
     observations: ObservationConfig = field(default_factory=ObservationConfig)
     rewards: tuple[RewardTerm, ...] = field(default_factory=_default_rewards)
     vehicle: VehicleParams = field(default_factory=VehicleParams)
@@ -168,6 +174,11 @@ class DrivingTaskConfig:
                 f" a world's starting agents below which it resets; 0 = wait for the last one), got {maf!r}"
             )
         MIN_ACTIVE_FRACTION.check(maf, "DrivingTaskConfig.min_active_fraction (--min-active-fraction)")
+        if self.replay_idm is not None and not isinstance(self.replay_idm, IdmParams):
+            raise ArgumentError(
+                "DrivingTaskConfig.replay_idm (--others idm) must be an IdmParams or None (logs replayed"
+                f" as they are), got {self.replay_idm!r}"
+            )
         fc = self.friction_change
         if fc is not None and fc.at_step >= self.max_steps:
             raise ValueError(
@@ -209,8 +220,8 @@ def with_traffic_signals(cfg: DrivingTaskConfig) -> DrivingTaskConfig:
 
 def task_config_to_dict(cfg: DrivingTaskConfig) -> dict[str, Any]:
     """JSON-ready form of a task config (reward terms by function name and weight); an absent
-    ``friction_change``, ``min_active_fraction`` 0 and ``traffic_signals`` off are left out, so
-    configs without them read as they did before they existed."""
+    ``friction_change``, ``min_active_fraction`` 0, ``traffic_signals`` off and no ``replay_idm`` are
+    left out, so configs without them read as they did before they existed."""
     out = asdict(replace(cfg, rewards=()))
     del out["native_kernels"]  # how, not what: the results are the same either way
     if cfg.friction_change is None:
@@ -219,6 +230,8 @@ def task_config_to_dict(cfg: DrivingTaskConfig) -> dict[str, Any]:
         del out["min_active_fraction"]
     if not cfg.observations.traffic_signals:
         del out["observations"]["traffic_signals"]
+    if cfg.replay_idm is None:
+        del out["replay_idm"]
     out["rewards"] = [{"name": t.name, "fn": t.fn.__name__, "weight": t.weight} for t in cfg.rewards]
     out["observations"]["route_lookahead_m"] = list(cfg.observations.route_lookahead_m)
     return out
@@ -236,6 +249,7 @@ def task_config_from_dict(data: dict[str, Any]) -> DrivingTaskConfig:
         terms.append(RewardTerm(t["name"], r.REWARD_FUNCTIONS[t["fn"]], float(t["weight"])))
     wf = data.pop("water_film_randomization_mm", None)
     fc = data.pop("friction_change", None)
+    idm = data.pop("replay_idm", None)
     obs = dict(data.pop("observations"))
     obs["route_lookahead_m"] = tuple(obs["route_lookahead_m"])
     return DrivingTaskConfig(
@@ -244,5 +258,6 @@ def task_config_from_dict(data: dict[str, Any]) -> DrivingTaskConfig:
         rewards=tuple(terms),
         water_film_randomization_mm=None if wf is None else (float(wf[0]), float(wf[1])),
         friction_change=None if fc is None else FrictionChange(int(fc["at_step"]), float(fc["mu"])),
+        replay_idm=None if idm is None else IdmParams(**idm),
         **data,
     )

@@ -9,7 +9,9 @@ independently (partial reset by world ids) and draw a new scene from the pool.
 
 Order of phases in :meth:`DrivingEnv.step` (written down once, here):
 
-1. apply actions through the engine (inactive agents do not move);
+1. apply actions through the engine (inactive agents do not move); with ``cfg.replay_idm`` the
+   logged vehicles then advance along their paths, braking for the agents where they now are
+   (:mod:`~scenefactory.tasks.driving.replay_idm`);
 2. geometry: route projection and progress, goal distance, collisions among active agents (the
    engine's own contacts when it has a contact model, exact oriented-box overlap otherwise),
    off-road from the drivable-area distance field at the four corners, pairwise TTC and DRAC;
@@ -60,6 +62,7 @@ from scenefactory.tasks.driving.geometry import (
 from scenefactory.tasks.driving.native import agent_interactions
 from scenefactory.tasks.driving.pairs import agent_box_overlap, agent_ttc_drac, observed_objects
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
+from scenefactory.tasks.driving.replay_idm import ReplayIdm
 from scenefactory.tasks.driving.signals import StopEvents, stop_events
 from scenefactory.tasks.driving.status import AgentStatus
 
@@ -233,6 +236,8 @@ class DrivingEnv:
         self.log_div_sum = zeros(w, k)
         self.log_div_count = zeros(w, k)
         self.num_replay = p.max_replay  # logged objects stay in the pool, packed (``_objects``)
+        # reactive replay (cfg.replay_idm): logged vehicles on their paths at an IDM speed (None: logs)
+        self.replay_idm = None if cfg.replay_idm is None else ReplayIdm(p, cfg.replay_idm, w, cfg.dt_s)
         self.route_segs: PolylineSegments = polyline_segments(self.route_xy, self.route_valid)
         m = p.stop_s.shape[2]
         self.num_stops = m  # route stops per agent (signals, stop signs); 0: none in the pool
@@ -305,6 +310,8 @@ class DrivingEnv:
             getattr(self.route_segs, name)[world_ids] = value
         self.s_prev[world_ids] = project_on_segments(p.spawn_pose[scene_ids][..., :2], segs)[0]
         self._reset_stops(world_ids, scene_ids)
+        if self.replay_idm is not None:
+            self.replay_idm.reset(world_ids, scene_ids)
 
     EPISODE_STATE = (
         "scene_id",
@@ -334,12 +341,15 @@ class DrivingEnv:
         """Everything the next steps depend on, as plain data (a training checkpoint's ``env_state``):
         the episode state of every world, the scene-draw generator and the engine's state. With
         :meth:`load_state_dict` on an environment built the same way, stepping continues bit for bit."""
-        return {
+        out = {
             "episode": tensors_state(self, self._episode_state_names()),
             "next_serial": self._next_serial,
             "generator": self.generator.get_state(),
             "engine": self.engine.state_dict(),
         }
+        if self.replay_idm is not None:
+            out["replay_idm"] = self.replay_idm.state_dict()
+        return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`: worlds re-take their scenes, then the saved episode state, draw
@@ -362,6 +372,8 @@ class DrivingEnv:
         self._next_serial = int(state.get("next_serial", 0))
         self.generator.set_state(state["generator"])
         self.engine.load_state_dict(state["engine"])
+        if self.replay_idm is not None:
+            self.replay_idm.load_state_dict(state.get("replay_idm", {}))
 
     def _road_friction(self, scene_ids: torch.Tensor) -> torch.Tensor:
         """Friction of new episodes: the scenes' own, or randomized water films on their surfaces."""
@@ -387,7 +399,10 @@ class DrivingEnv:
         own = (st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, self.active)
         if not self.num_replay:
             return own
-        rep = observed_objects(self.pool, self.scene_id, self.step_count)
+        if self.replay_idm is None:
+            rep = observed_objects(self.pool, self.scene_id, self.step_count)
+        else:  # the reactive replay's vehicles where the IDM took them
+            rep = self.replay_idm.objects(self.step_count)
         if rep[0].shape[1] == 0:
             return own
         c = [torch.cat((a, b), dim=1) for a, b in zip(own, rep, strict=True)]
@@ -422,6 +437,10 @@ class DrivingEnv:
         st = self.engine.step(actions, was_active)
         self.step_count += 1
         self.agent_steps += was_active.long()
+        if self.replay_idm is not None:  # the logged vehicles react to the agents where they are now
+            self.replay_idm.step(
+                self.step_count, (st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, was_active)
+            )
         # 2. geometry
         proj = project_on_segments(st.pos_xy, self.route_segs)
         s_now = proj[0]
