@@ -79,3 +79,29 @@ def test_sdc_mode_on_both_engines(converted: Path, tmp_path: Path, engine: str) 
     assert m["control"] == {"mode": "sdc", "scenes": 2, "skipped_without_agent": 0, "agents": 2}
     assert m["agents"]["controlled"] == 2
     assert m["goal_reach_rate"] == 1.0 and m["collision_rate"] == 0.0 and m["offroad_rate"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["kinematic", "mujoco"])
+def test_sdc_with_reactive_others_on_both_engines(converted: Path, tmp_path: Path, engine: str) -> None:
+    """``--control sdc --others idm``: the logged SDC drives while the other logged vehicles react
+    (IDM along their logs); it still reaches its goals without collision, and metrics.json records
+    the mode with its IDM parameters and their source."""
+    argv = ["--threads", "1", "eval", "drive", "--policy", "expert", "--scenes", str(converted)]
+    argv += ["--control", "sdc", "--others", "idm", "--engine", engine, "--physics-hz", "100"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["others"]["mode"] == "idm" and m["others"]["idm"]["time_headway_s"] == 2.0
+    assert "Waymax" in m["others"]["source"]
+    assert m["goal_reach_rate"] == 1.0 and m["collision_rate"] == 0.0
+    assert "IDM speed law" in (tmp_path / "metrics.md").read_text()
+
+
+def test_unknown_others_mode_is_refused() -> None:
+    """A mode other than log or idm names the flag and the choices."""
+    from scenefactory.evaluation.control import with_others
+    from scenefactory.tasks.driving.config import DrivingTaskConfig
+
+    with pytest.raises(UserError, match="--others must be one of log, idm"):
+        with_others(DrivingTaskConfig(), "reactive")
+    assert with_others(DrivingTaskConfig(), "log")[0].replay_idm is None

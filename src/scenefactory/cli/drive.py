@@ -177,6 +177,14 @@ def _eval_flags(t: Any) -> None:
         help="who the policy drives on converted WOMD scenes; the other objects replay their logs, and the"
         " human baseline runs in the same mode (default all)",
     )
+    t.add_argument(
+        "--others",
+        choices=("log", "idm"),
+        default="log",
+        help="what the objects the policy does not drive do: replay their logs (log, default) or, for"
+        " vehicles, follow their logged paths with an IDM speed law and brake for the agents (idm);"
+        " pedestrians and cyclists keep their logs; the human baseline runs in the same mode",
+    )
 
 
 def _bench_flags(t: Any) -> None:
@@ -314,6 +322,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 agents=args.agents,
                 scene_split=args.scene_split,
                 control=args.control,
+                others=args.others,
             )
         )
     else:
@@ -335,6 +344,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 scene_split=args.scene_split,
                 html_worlds=args.html_worlds,
                 control=args.control,
+                others=args.others,
             )
         )
     print(json.dumps({k: m[k] for k in EVAL_KEYS}))

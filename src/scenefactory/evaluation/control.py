@@ -13,19 +13,39 @@ agents and turns the others into replayed objects (:func:`~scenefactory.evaluati
 The human baseline is run on the same restricted scenes, so it is measured in the same mode. A
 scene whose SDC (or tracks to predict) the converter could not control (parked, too short a log,
 not a vehicle) has nobody to drive in that mode and is skipped; the count is reported.
+
+What the objects the policy does not drive do (``eval drive --others``):
+
+- ``log``: they replay their logs (the default; non-reactive, as above);
+- ``idm``: the logged vehicles follow their logged paths with the IDM speed law and brake for the
+  policy's agents (Waymax ``IDMRoutePolicy``, nuPlan's reactive setting;
+  :mod:`~scenefactory.tasks.driving.replay_idm`, parameters :data:`REACTIVE_IDM`); pedestrians,
+  cyclists and other objects keep their logs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from scenefactory.errors import UserError
 from scenefactory.evaluation.human import replay_beyond
 from scenefactory.scenes.scene import Scene
+from scenefactory.tasks.driving.config import DrivingTaskConfig
+from scenefactory.tasks.driving.idm import IdmParams
 
 CONTROL_MODES = ("all", "sdc", "tracks-to-predict")
+OTHERS_MODES = ("log", "idm")
+"""``--others``: the objects the policy does not drive replay their logs, or (the vehicles) react."""
+REACTIVE_IDM = IdmParams()
+"""The IDM of ``--others idm``: Waymax ``IDMRoutePolicy``'s defaults (s0 2 m, T 2 s, a_max 2 m/s^2,
+b 4 m/s^2, delta 4, 10 m lookahead in 10 probes), each vehicle's own top logged speed as v0."""
+IDM_SOURCE = (
+    "Treiber, Hennecke & Helbing 2000 (Phys. Rev. E 62:1805) speed law; parameters of Waymax"
+    " IDMRoutePolicy (waymax/agents/waypoint_following_agent.py); v0 = each vehicle's top logged speed"
+)
 
 
 def controlled_count(scene: Scene, mode: str) -> int:
@@ -82,3 +102,23 @@ def restrict_control(
         "skipped_without_agent": len(scenes) - len(out),
         "agents": sum(sc.num_agents for sc in out),
     }
+
+
+def with_others(task: DrivingTaskConfig, mode: str) -> tuple[DrivingTaskConfig, dict[str, Any]]:
+    """``task`` with the replayed objects in ``mode`` (module docstring) and the record for
+    ``metrics.json["others"]``.
+
+    Raises:
+        UserError: for a mode not in :data:`OTHERS_MODES`.
+    """
+    if mode not in OTHERS_MODES:
+        raise UserError(f"--others must be one of {', '.join(OTHERS_MODES)}, got {mode!r}")
+    if mode == "log":
+        return replace(task, replay_idm=None), {"mode": mode}
+    record = {
+        "mode": mode,
+        "reacting": "vehicles (pedestrians, cyclists and other objects keep their logs)",
+        "idm": asdict(REACTIVE_IDM),
+        "source": IDM_SOURCE,
+    }
+    return replace(task, replay_idm=REACTIVE_IDM), record

@@ -241,6 +241,12 @@ def write_figures(
     text = f"# Evaluation figures ({engine})\n\n" + figures_markdown(policy, human, label)
     if counts is not None:
         text += f"\nAgents: {describe_counts(counts)}.\n"
+    others = next((m["others"] for m in given if "others" in m), None)
+    if isinstance(others, Mapping) and others.get("mode") == "idm":
+        text += (
+            "\nOther objects: the logged vehicles follow their logged paths with an IDM speed law and"
+            " brake for the agents (`--others idm`); pedestrians and cyclists replay their logs.\n"
+        )
     if human is not None:
         text += (
             "\nLogged drivers: the scenes' own drivers, closed loop on the same engine (the human"

@@ -16,7 +16,7 @@ from scenefactory.bounds import AUTO, MAX_AGENTS
 from scenefactory.engines.spec import EngineSpec
 from scenefactory.errors import UserError
 from scenefactory.evaluation.bench import bench_drive
-from scenefactory.evaluation.control import restrict_control
+from scenefactory.evaluation.control import restrict_control, with_others
 from scenefactory.evaluation.html_replay import write_html_replay
 from scenefactory.evaluation.human import (
     agent_counts,
@@ -227,6 +227,8 @@ class EvalArgs:
     html_worlds: int = 0
     control: str = "all"
     """Who the policy drives (``evaluation.control``): ``all``, ``sdc`` or ``tracks-to-predict``."""
+    others: str = "log"
+    """What the other objects do (``evaluation.control``): ``log`` (replay) or ``idm`` (vehicles react)."""
 
 
 def evaluate(args: EvalArgs) -> dict[str, Any]:
@@ -243,7 +245,7 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
     policy = load_policy(args.checkpoint)
     if args.device != "cpu":  # the actor where the observations are (it loads on the CPU)
         policy.actor.to(args.device)
-    task = policy.task_cfg
+    task, others = with_others(policy.task_cfg, args.others)
     check_policy_rate(task, engine.physics_hz)
     if args.scenes_dir is None:
         console.print(f"building {args.episodes} held-out procedural scenes (seed {args.seed}) ...")
@@ -280,6 +282,7 @@ def evaluate(args: EvalArgs) -> dict[str, Any]:
             "agents_left_out": left_out,
             "agents": agent_counts(scenes, k),
             "control": control,
+            "others": others,
             "wall_s": time.perf_counter() - t0,
         }
     )
@@ -325,6 +328,8 @@ class ExpertEvalArgs:
     scene_split: str = "all"
     control: str = "all"
     """Which logged drivers drive (``evaluation.control``); the others replay their logs."""
+    others: str = "log"
+    """What the other objects do (``evaluation.control``): ``log`` (replay) or ``idm`` (vehicles react)."""
 
 
 def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
@@ -342,7 +347,7 @@ def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
     most = max(1, max(sc.num_agents for sc in scenes))
     k = resolve_agents(args.agents, scenes, args.scenes_dir) if args.agents is not None else most
     agents_left_out(scenes, k, args.scenes_dir, "--agents")
-    task = DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=k)
+    task, others = with_others(DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=k), args.others)
     metrics = human_baseline(
         task, [replay_beyond(sc, k) for sc in scenes], engine=args.engine, device=args.device
     )
@@ -356,6 +361,7 @@ def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
             "agents_per_world": k,
             "agents": counts,
             "control": control,
+            "others": others,
         }
     )
     console.print(describe_counts(counts))
