@@ -90,6 +90,18 @@ def _commands(ckpt: Path, out: Path) -> list[list[str]]:
     d = str(ckpt)
     return [
         ["eval", "drive", "--checkpoint", d, "--episodes", "1", "--out", str(out / "e")],
+        [
+            "benchmark",
+            "wosac",
+            "--scenes",
+            str(out),
+            "--policy",
+            "checkpoint",
+            "--checkpoint",
+            d,
+            "--out",
+            str(out / "w"),
+        ],
         ["render", "drive", "--checkpoint", d, "--out", str(out / "r.gif")],
         ["eval", "go1", "--checkpoint", d, "--out", str(out / "g")],
         ["render", "go1", "--checkpoint", d, "--out", str(out / "rg")],

@@ -282,6 +282,16 @@ class LoadedPolicy:
         td = TensorDict({"policy": flat}, batch_size=[flat.shape[0]])
         return self.actor(td).reshape(*lead, 2)
 
+    @torch.no_grad()
+    def sample(self, obs: torch.Tensor) -> torch.Tensor:
+        """Action (..., 2) sampled from the actor's Gaussian for observations (..., D), with torch's
+        global generator (seed it with ``torch.manual_seed``): the stochastic policy, e.g. for the 32
+        rollouts of WOSAC."""
+        lead = obs.shape[:-1]
+        flat = obs.reshape(-1, obs.shape[-1])
+        td = TensorDict({"policy": flat}, batch_size=[flat.shape[0]])
+        return self.actor(td, stochastic_output=True).reshape(*lead, 2)
+
 
 def load_policy(path: str | os.PathLike[str]) -> LoadedPolicy:
     """Restore the actor of a driving training checkpoint (every field checked, one line naming

@@ -3,7 +3,9 @@ policy, score the rollouts with the WOSAC 2025 metrics, and write ``metrics.json
 
 A deterministic policy (log replay, constant velocity, IDM) gives R identical rollouts, so its
 features are computed once and repeated R times (the histograms are the same as for R copies);
-``random`` is simulated and scored rollout by rollout in one batch.
+``random`` is simulated and scored rollout by rollout in one batch, and so is ``checkpoint``: a trained
+driving policy drives each scenario's controllable vehicles, its actions sampled, every other object
+by its log or the IDM (``--others``; :mod:`~scenefactory.evaluation.wosac.driven`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 
 from scenefactory.errors import UserError
 from scenefactory.evaluation.wosac.config import CHALLENGE_2025, CURRENT_TIME_INDEX, FEATURES, N_ROLLOUTS
+from scenefactory.evaluation.wosac.driven import Driver, driven_rollouts
 from scenefactory.evaluation.wosac.features import Features, joint_scene_features
 from scenefactory.evaluation.wosac.metrics import RATES, aggregate, buckets, scenario_metrics
 from scenefactory.evaluation.wosac.rollouts import POLICIES
@@ -31,6 +34,10 @@ from scenefactory.scenes.womd.reader import iter_scenarios
 
 DETERMINISTIC = frozenset({"log", "constant_velocity", "idm"})
 """Policies whose rollouts are all the same."""
+CHECKPOINT = "checkpoint"
+"""``--policy checkpoint``: a trained driving policy (``evaluation.wosac.driven.Driver``)."""
+OTHERS = ("log", "idm")
+"""``--others`` with ``--policy checkpoint``: what the objects the policy does not drive do."""
 
 PUBLISHED: tuple[tuple[str, float, str], ...] = (
     (
@@ -51,7 +58,8 @@ code on some scenes (Emerge-Lab/PufferDrive #236: traffic-light scenes dropped, 
 class WosacJob:
     """What ``benchmark wosac`` runs: the scene folder, policy name, rollouts, seed, scene limit
     (0: all), output folder and whether to save the rollouts (``rollouts.npz``, for the official-code
-    comparison in ``benchmarks/wosac_official.py``)."""
+    comparison in ``benchmarks/wosac_official.py``); with ``policy`` ``checkpoint``, the checkpoint's
+    path and what the other objects do (``others``: ``log`` or ``idm``)."""
 
     scenes: Path
     policy: str
@@ -60,12 +68,24 @@ class WosacJob:
     seed: int = 0
     max_scenes: int = 0
     save_rollouts: bool = False
+    checkpoint: Path | None = None
+    others: str = "log"
 
     def __post_init__(self) -> None:
-        """Known policy, positive rollouts, non-negative limit."""
-        if self.policy not in POLICIES:
+        """Known policy (a checkpoint with its path), positive rollouts, non-negative limit."""
+        if self.policy not in POLICIES and self.policy != CHECKPOINT:
             raise UserError(
-                f"benchmark wosac: unknown --policy {self.policy!r}; expected one of {sorted(POLICIES)}"
+                f"benchmark wosac: unknown --policy {self.policy!r}; expected one of"
+                f" {sorted([*POLICIES, CHECKPOINT])}"
+            )
+        if (self.policy == CHECKPOINT) != (self.checkpoint is not None):
+            raise UserError(
+                "benchmark wosac: --checkpoint PATH goes with --policy checkpoint, and only with it"
+            )
+        if self.others not in OTHERS or (self.others != "log" and self.policy != CHECKPOINT):
+            raise UserError(
+                f"benchmark wosac: --others must be one of {', '.join(OTHERS)} and other than log only with"
+                f" --policy checkpoint (the other policies simulate every object), got {self.others!r}"
             )
         if self.rollouts < 1 or self.max_scenes < 0:
             raise UserError(
@@ -108,10 +128,21 @@ def asdict_shallow(f: Features) -> dict[str, torch.Tensor]:
 
 
 def score_scenario(
-    scn: WosacScenario, policy: str, rollouts: int, generator: torch.Generator
+    scn: WosacScenario,
+    policy: str,
+    rollouts: int,
+    generator: torch.Generator,
+    scenario: Any = None,
+    driver: Driver | None = None,
 ) -> tuple[dict[str, float], torch.Tensor]:
-    """One scenario's WOSAC figures under ``policy`` and the simulated future (R, N, 80, 4)."""
-    future = POLICIES[policy](scn, rollouts, generator)
+    """One scenario's WOSAC figures under ``policy`` and the simulated future (R, N, 80, 4); the
+    ``checkpoint`` policy needs the parsed ``scenario`` and its ``driver``."""
+    if policy == CHECKPOINT:
+        if driver is None or scenario is None:
+            raise ValueError("score_scenario: --policy checkpoint needs the scenario and a Driver")
+        future, counts = driven_rollouts(scenario, scn, driver, rollouts)
+    else:
+        future, counts = POLICIES[policy](scn, rollouts, generator), {}
     future[..., 3] = torch.remainder(future[..., 3] + np.pi, 2 * np.pi) - np.pi
     log_future = scn.traj[None, :, CURRENT_TIME_INDEX + 1 :, :4]
     log = joint_scene_features(scn, log_future, scn.valid[None, :, CURRENT_TIME_INDEX + 1 :])
@@ -119,21 +150,31 @@ def score_scenario(
     sim = joint_scene_features(scn, one, torch.ones(one.shape[:3], dtype=torch.bool))
     if policy in DETERMINISTIC:
         sim = _repeat(sim, rollouts)
-    return scenario_metrics(log, sim, scn.object_type[: scn.num_eval], CHALLENGE_2025), future
+    return {**scenario_metrics(log, sim, scn.object_type[: scn.num_eval], CHALLENGE_2025), **counts}, future
 
 
-def run_wosac(job: WosacJob, command: str, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the job; write ``metrics.json`` and ``report.md`` into ``job.out``; return the metrics."""
+def run_wosac(
+    job: WosacJob,
+    command: str,
+    progress: Callable[[str], None] | None = None,
+    driver: Driver | None = None,
+) -> dict[str, Any]:
+    """Run the job; write ``metrics.json`` and ``report.md`` into ``job.out``; return the metrics. A
+    ``checkpoint`` job takes the loaded policy as ``driver`` (its actions sampled with torch's global
+    generator, seeded here with ``job.seed``)."""
+    if (job.policy == CHECKPOINT) != (driver is not None):
+        raise ValueError("run_wosac: a Driver goes with --policy checkpoint, and only with it")
     generator = torch.Generator().manual_seed(job.seed)
+    torch.manual_seed(job.seed)
     per_scene: list[dict[str, Any]] = []
     saved: dict[str, np.ndarray] = {}
     t0, cpu0 = time.perf_counter(), time.process_time()
     read_s = 0.0
     t_read = time.perf_counter()
-    for k, (_, scn) in enumerate(iter_wosac_scenarios(job.scenes, job.max_scenes)):
+    for k, (scenario, scn) in enumerate(iter_wosac_scenarios(job.scenes, job.max_scenes)):
         read_s += time.perf_counter() - t_read
         t = time.perf_counter()
-        m, future = score_scenario(scn, job.policy, job.rollouts, generator)
+        m, future = score_scenario(scn, job.policy, job.rollouts, generator, scenario, driver)
         entry: dict[str, Any] = {
             "scenario_id": scn.scenario_id,
             "objects": scn.num_objects,
@@ -153,7 +194,8 @@ def run_wosac(job: WosacJob, command: str, progress: Callable[[str], None] | Non
     if not per_scene:
         raise UserError(f"benchmark wosac: no scenario in {job.scenes}")
     total_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
-    agg = aggregate([{k: v for k, v in s.items() if k not in ("scenario_id",)} for s in per_scene])
+    counted = ("scenario_id", "agents", "reacting", "converted")
+    agg = aggregate([{k: v for k, v in s.items() if k not in counted} for s in per_scene])
     result = {
         "benchmark": "wosac",
         "config": "challenge_2025_sim_agents_config (waymo-open-dataset 1.6.7)",
@@ -163,6 +205,7 @@ def run_wosac(job: WosacJob, command: str, progress: Callable[[str], None] | Non
         "aggregate": agg,
         "buckets": buckets(agg),
         "per_scene": per_scene,
+        **({} if driver is None else {"driven": _driven_record(per_scene, driver)}),
         "published": [{"name": n, "realism_meta_metric": v, "source": s} for n, v, s in PUBLISHED],
         "timing": {
             "total_s": total_s,
@@ -201,6 +244,15 @@ def report_markdown(result: dict[str, Any]) -> str:
         f"| {p['name']} | {p['realism_meta_metric']:.3f} | | | | | {p['source']} |"
         for p in result["published"]
     ]
+    d = result.get("driven")
+    if d is not None:
+        lines += [
+            "",
+            f"Policy `{d['policy']}` on the {d['engine']} engine, actions sampled, drove"
+            f" {d['agents']} vehicles; the other objects: `--others {d['others']}`"
+            f" ({d['reacting_vehicles']} logged vehicles reacting);"
+            f" {d['scenarios_without_agent']} scenarios without a controllable vehicle replayed their logs.",
+        ]
     lines += ["", "| feature | likelihood | weight |", "|---|---|---|"]
     lines += [
         f"| {n} | {agg[n + '_likelihood']:.4f} | {CHALLENGE_2025.feature(n).weight:.2f} |" for n in FEATURES
@@ -215,3 +267,17 @@ def report_markdown(result: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _driven_record(per_scene: list[dict[str, Any]], driver: Driver) -> dict[str, Any]:
+    """What a checkpoint run drove: the policy, its engine, the others' mode, agents driven, logged
+    vehicles reacting and scenarios replayed for want of a controllable vehicle."""
+    return {
+        "policy": driver.name,
+        "engine": driver.engine.tier,
+        "others": driver.others,
+        "sampled": True,
+        "agents": sum(int(s["agents"]) for s in per_scene),
+        "reacting_vehicles": sum(int(s["reacting"]) for s in per_scene),
+        "scenarios_without_agent": sum(1 - int(s["converted"]) for s in per_scene),
+    }
