@@ -105,3 +105,16 @@ def test_unknown_others_mode_is_refused() -> None:
     with pytest.raises(UserError, match="--others must be one of log, idm"):
         with_others(DrivingTaskConfig(), "reactive")
     assert with_others(DrivingTaskConfig(), "log")[0].replay_idm is None
+
+
+@pytest.mark.slow
+def test_rule_drivers_run_beside_the_logged_drivers(converted: Path, tmp_path: Path) -> None:
+    """``--policy idm --control sdc --others idm``: the IDM driver's figures with the logged drivers'
+    in the same mode beside them."""
+    argv = ["--threads", "1", "eval", "drive", "--policy", "idm", "--scenes", str(converted), "--control"]
+    argv += ["sdc", "--others", "idm", "--engine", "kinematic", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["policy"] == "idm" and m["human_baseline"]["policy"] == "expert"
+    assert m["others"]["mode"] == "idm" and m["episodes"] == m["human_baseline"]["episodes"] == 2
+    assert "| idm (kinematic) | logged drivers |" in (tmp_path / "metrics.md").read_text()

@@ -149,9 +149,11 @@ def _eval_flags(t: Any) -> None:
     t.add_argument("--checkpoint", type=Path, default=None, help="policy to evaluate")
     t.add_argument(
         "--policy",
-        choices=("checkpoint", "expert"),
+        choices=("checkpoint", "expert", "constant-velocity", "idm"),
         default="checkpoint",
-        help="'expert' replays the scenes' driving logs via the kinematic inverse (needs --scenes)",
+        help="'expert' replays the scenes' driving logs via the kinematic inverse (needs --scenes);"
+        " 'constant-velocity' (zero actions) and 'idm' (IDM speed along the route, pure-pursuit"
+        " steering) are rule-based baselines, run beside the logged drivers (need --scenes)",
     )
     t.add_argument(
         "--agents",
@@ -304,9 +306,9 @@ def evaluate(args: argparse.Namespace) -> int:
 
     engine = engine_spec(args, drive.POLICY_HZ, f"the {drive.POLICY_HZ:g} Hz policy")
     m: dict[str, Any]
-    if args.policy == "expert":
+    if args.policy != "checkpoint":
         if args.scenes is None:
-            raise UserError("--policy expert needs --scenes DIR (scenes converted from driving logs)")
+            raise UserError(f"--policy {args.policy} needs --scenes DIR (scenes converted from driving logs)")
         if args.html_worlds:
             raise UserError(
                 "--html-worlds goes with a checkpoint; for the logged drivers' replay run "
@@ -323,6 +325,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 scene_split=args.scene_split,
                 control=args.control,
                 others=args.others,
+                policy=args.policy,
             )
         )
     else:

@@ -11,6 +11,7 @@ import torch
 
 from scenefactory.engines.base import Engine
 from scenefactory.engines.spec import EngineSpec
+from scenefactory.evaluation.idm_driver import CONSTANT_VELOCITY, IDM, constant_velocity_actions, idm_actions
 from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.evaluation.step_record import LoggedObjects, step_extras
 from scenefactory.scenes.scene import Scene
@@ -32,12 +33,21 @@ EXPERT_OPEN_LOOP = "expert-open-loop"
 state (drifts wherever the engine is not the kinematic bicycle)."""
 
 
+RULE_DRIVERS = (CONSTANT_VELOCITY, IDM)
+"""Rule-based drivers (``evaluation.idm_driver``): baselines beside the logged drivers and a policy."""
+
+
 def _act(policy: PolicyFn | str, env: DrivingEnv, obs: torch.Tensor) -> torch.Tensor:
     if policy in (EXPERT, EXPERT_OPEN_LOOP):
         return env.expert_actions(closed_loop=policy == EXPERT)
+    if policy == CONSTANT_VELOCITY:
+        return constant_velocity_actions(env)
+    if policy == IDM:
+        return idm_actions(env)
     if isinstance(policy, str):
         raise ValueError(
-            f"unknown policy '{policy}', expected a callable, '{EXPERT}' or '{EXPERT_OPEN_LOOP}'"
+            f"unknown policy '{policy}', expected a callable, '{EXPERT}', '{EXPERT_OPEN_LOOP}',"
+            f" '{CONSTANT_VELOCITY}' or '{IDM}'"
         )
     return policy(obs)
 

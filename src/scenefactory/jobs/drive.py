@@ -28,7 +28,7 @@ from scenefactory.evaluation.human import (
 from scenefactory.evaluation.plots import plot_learning_curve, plot_metric_bars
 from scenefactory.evaluation.record import EpisodeRecord
 from scenefactory.evaluation.render import render_episodes_gif
-from scenefactory.evaluation.rollout import EXPERT, record_episodes
+from scenefactory.evaluation.rollout import EXPERT, RULE_DRIVERS, record_episodes
 from scenefactory.evaluation.rollout import evaluate as evaluate_policy
 from scenefactory.io import write_json
 from scenefactory.jobs.console import console, progress_bar
@@ -330,6 +330,10 @@ class ExpertEvalArgs:
     """Which logged drivers drive (``evaluation.control``); the others replay their logs."""
     others: str = "log"
     """What the other objects do (``evaluation.control``): ``log`` (replay) or ``idm`` (vehicles react)."""
+    policy: str = EXPERT
+    """Who drives: the logged drivers (``expert``) or a rule-based driver of
+    :data:`~scenefactory.evaluation.rollout.RULE_DRIVERS` (``constant-velocity``, ``idm``; then the
+    logged drivers run beside it, as beside a checkpoint)."""
 
 
 def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
@@ -348,9 +352,16 @@ def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
     k = resolve_agents(args.agents, scenes, args.scenes_dir) if args.agents is not None else most
     agents_left_out(scenes, k, args.scenes_dir, "--agents")
     task, others = with_others(DrivingTaskConfig(num_worlds=len(scenes), agents_per_world=k), args.others)
-    metrics = human_baseline(
-        task, [replay_beyond(sc, k) for sc in scenes], engine=args.engine, device=args.device
-    )
+    fitted = [replay_beyond(sc, k) for sc in scenes]
+    if args.policy not in (EXPERT, *RULE_DRIVERS):
+        raise UserError(f"--policy must be one of {', '.join((EXPERT, *RULE_DRIVERS))}, got {args.policy!r}")
+    human = human_baseline(task, fitted, engine=args.engine, device=args.device)
+    if args.policy == EXPERT:
+        metrics = human
+    else:
+        metrics, _ = evaluate_policy(args.policy, task, fitted, engine=args.engine, device=args.device)
+        metrics["policy"] = args.policy
+        metrics["human_baseline"] = human
     counts = agent_counts(scenes, k)
     record = engine_record(args.engine)
     metrics.update(
@@ -367,7 +378,10 @@ def evaluate_expert(args: ExpertEvalArgs) -> dict[str, Any]:
     console.print(describe_counts(counts))
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "metrics.json", metrics)
-    write_figures(args.out / "metrics.md", None, metrics, args.engine.tier)
+    if args.policy == EXPERT:
+        write_figures(args.out / "metrics.md", None, metrics, args.engine.tier)
+    else:
+        write_figures(args.out / "metrics.md", metrics, human, f"{args.policy} ({args.engine.tier})")
     return metrics
 
 
