@@ -56,10 +56,13 @@ from scenefactory.tasks.driving.geometry import (
     PolylineSegments,
     box_corners,
     polyline_segments,
+    project_at_segment,
     project_on_segments,
     world_to_ego,
 )
 from scenefactory.tasks.driving.native import agent_interactions
+from scenefactory.tasks.driving.native import nearest_segment as native_nearest_segment
+from scenefactory.tasks.driving.native_obs import NativeRoadObs, native_neighbor_obs
 from scenefactory.tasks.driving.pairs import agent_box_overlap, agent_ttc_drac, observed_objects
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
 from scenefactory.tasks.driving.replay_idm import ReplayIdm
@@ -192,6 +195,7 @@ class DrivingEnv:
                 f"the task observes {oc.num_road_points} within {oc.road_point_range_m} m"
             )
         self.pool: ScenePool = pool
+        self._native_road: NativeRoadObs | None = None  # built on the first native road observation
         self.sequential_scenes = sequential_scenes
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
         self._lookahead = torch.tensor(cfg.observations.route_lookahead_m, device=self.device)
@@ -442,7 +446,7 @@ class DrivingEnv:
                 self.step_count, (st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, was_active)
             )
         # 2. geometry
-        proj = project_on_segments(st.pos_xy, self.route_segs)
+        proj = self._project(st.pos_xy)
         s_now = proj[0]
         stops = self._stop_events(s_now, st.speed, was_active)
         progress = (s_now - self.s_prev).clamp(-cfg.progress_clip_m, cfg.progress_clip_m) * was_active
@@ -656,9 +660,23 @@ class DrivingEnv:
 
     # ------------------------------------------------------------------------------ observations
 
+    def _project(self, pos_xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each agent's projection on its route (``geometry.project_on_segments``; its nearest segment
+        found natively on a CPU with ``cfg.native_kernels``, the same numbers)."""
+        if self.cfg.native_kernels and self.device.type == "cpu":
+            near2, seg_idx = native_nearest_segment(pos_xy, self.route_segs)
+            return project_at_segment(pos_xy, self.route_segs, near2, seg_idx)
+        return project_on_segments(pos_xy, self.route_segs)
+
     def _road_obs(self, st: VehicleState) -> torch.Tensor:
-        """The road term: each agent's nearest road points from the pool's spatial index."""
+        """The road term: each agent's nearest road points from the pool's spatial index (the native
+        kernels of ``tasks.driving.native_obs`` on a CPU with ``cfg.native_kernels``)."""
         oc, roads = self.cfg.observations, self.pool.roads
+        if self.cfg.native_kernels and self.device.type == "cpu":  # the same numbers (native_obs)
+            if self._native_road is None:
+                self._native_road = NativeRoadObs(roads)
+            road = self._native_road
+            return road(self.scene_id, st.pos_xy, st.yaw, oc.num_road_points, oc.road_point_range_m)
         ids, dist, valid = roads.nearest(self.scene_id, st.pos_xy, oc.num_road_points)
         near_xy, near_feat = roads.xy[ids], roads.feat[ids].float()
         return obs_terms.road_obs(st.pos_xy, st.yaw, near_xy, near_feat, dist, valid, oc.road_point_range_m)
@@ -674,9 +692,11 @@ class DrivingEnv:
         if objs is None:
             objs = self._objects(st)
         if proj is None:
-            proj = project_on_segments(st.pos_xy, self.route_segs)
+            proj = self._project(st.pos_xy)
         s_now, lateral, tangent_yaw = proj[0], proj[1], proj[2]
         goal_ego = world_to_ego(self.goal_xy, st.pos_xy, st.yaw)
+        native = cfg.native_kernels and self.device.type == "cpu"  # the same numbers (native_obs)
+        neighbors = native_neighbor_obs if native else obs_terms.neighbor_obs
         time_left = 1.0 - self.step_count.float() / cfg.max_steps
         parts = [
             obs_terms.ego_obs(
@@ -693,7 +713,7 @@ class DrivingEnv:
                 st.pos_xy, st.yaw, self.route_xy, self.route_s, s_now, self.route_end_s, self._lookahead
             ),
             self._road_obs(st),
-            obs_terms.neighbor_obs(*objs, ttc, oc.num_neighbors, oc.neighbor_range_m),
+            neighbors(*objs, ttc, oc.num_neighbors, oc.neighbor_range_m),
         ]
         if oc.friction_aware:
             parts.append(self.friction.view(-1, 1, 1).expand(-1, self.agents_per_world, 1))

@@ -311,9 +311,21 @@ def pairwise_ttc_drac(
 def smallest_k(dist2: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The ``k`` smallest of squared distances ``[..., P]`` (``+inf`` = no candidate), nearest first:
     ``(pos [..., k] int64, dist [..., k] m, valid [..., k] bool)``. Slots past the finite ones (also
-    when ``k > P``) have ``valid = False``, ``pos = 0`` (safe to gather with) and ``dist = +inf``."""
+    when ``k > P``) have ``valid = False``, ``pos = 0`` (safe to gather with) and ``dist = +inf``.
+
+    Equal distances come in the order of their positions (``topk`` alone leaves ties in an order of
+    its algorithm's making, which a native kernel cannot reproduce): the selection runs on one int64
+    key per candidate, the distance's float32 bits (ordered as the values are, for ``d² ≥ 0``; NaN
+    last) above its position, so no two keys are equal."""
     kk = min(k, dist2.shape[-1])
-    d2, pos = torch.topk(dist2, kk, dim=-1, largest=False, sorted=True)
+    if dist2.dtype == torch.float32:
+        bits = dist2.contiguous().view(torch.int32).to(torch.int64)
+        where = torch.arange(dist2.shape[-1], device=dist2.device, dtype=torch.int64)
+        key = torch.topk((bits << 32) | where, kk, dim=-1, largest=False, sorted=True).values
+        pos = key & 0xFFFFFFFF
+    else:  # the same order, by a stable sort
+        pos = torch.sort(dist2, dim=-1, stable=True).indices[..., :kk]
+    d2 = torch.gather(dist2, -1, pos)
     if kk < k:
         pad = (*d2.shape[:-1], k - kk)
         d2 = torch.cat((d2, d2.new_full(pad, torch.inf)), dim=-1)
@@ -414,6 +426,13 @@ def project_on_segments(
     pos_xy: torch.Tensor, segs: PolylineSegments
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`project_on_polyline` on precomputed :class:`PolylineSegments` (cheaper per step)."""
+    return project_at_segment(pos_xy, segs, *nearest_segment(pos_xy, segs))
+
+
+def nearest_segment(pos_xy: torch.Tensor, segs: PolylineSegments) -> tuple[torch.Tensor, torch.Tensor]:
+    """The segment nearest each query ``pos_xy`` ``[W, K, 2]``, lowest index on ties: ``(near2 [W, K, 1]``
+    squared distance, ``+inf`` without a valid segment, ``seg_idx [W, K, 1]`` int64)``
+    (``tasks.driving.native.nearest_segment`` computes the same natively)."""
     px = pos_xy[..., 0:1] - segs.ax  # [W, K, R-1]
     py = pos_xy[..., 1:2] - segs.ay
     t = (px * segs.ex).addcmul_(py, segs.ey).mul_(segs.inv_len2).clamp_(0.0, 1.0)
@@ -421,6 +440,13 @@ def project_on_segments(
     py.addcmul_(t, segs.ey, value=-1.0)
     dist2 = px.mul_(px).addcmul_(py, py).add_(segs.penalty)
     near2, seg_idx = dist2.min(dim=-1, keepdim=True)  # lowest index on ties
+    return near2, seg_idx
+
+
+def project_at_segment(
+    pos_xy: torch.Tensor, segs: PolylineSegments, near2: torch.Tensor, seg_idx: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`project_on_segments` given its :func:`nearest_segment`."""
 
     def pick(x: torch.Tensor) -> torch.Tensor:
         return x.gather(-1, seg_idx).squeeze(-1)

@@ -37,7 +37,7 @@ import torch
 from numba.core import types
 from numba.extending import intrinsic
 
-from scenefactory.tasks.driving.geometry import DRAC_MIN_GAP_M, circle_cover
+from scenefactory.tasks.driving.geometry import DRAC_MIN_GAP_M, PolylineSegments, circle_cover
 
 _F = np.float32
 
@@ -73,32 +73,53 @@ def _far(pos, vel, reach, w, a, b, horizon):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(parallel=True, cache=True, boundscheck=False)
-def _circle_pass(
-    cx: np.ndarray,
-    cy: np.ndarray,
-    radius: np.ndarray,
-    vel: np.ndarray,
+def _keep_pass(
     pos: np.ndarray,
+    vel: np.ndarray,
     active: np.ndarray,
     reach: np.ndarray,
     k: int,
     horizon: float,
-    near: np.ndarray,
-    q_abs: np.ndarray,
     todo: np.ndarray,
+    count: np.ndarray,
 ) -> None:
-    """Pass 1 of the TTC/DRAC: per kept pair (``todo``), the closest circle pair's squared distance
-    (``near``) and the 9 circle pairs' ``|q|`` (``q_abs``), whose square roots torch then takes."""
+    """Pass 0: which pairs can interact (``todo``, module docstring) and how many per world."""
     w_n, m_n = active.shape
-    zero = np.float32(0.0)
     for w in numba.prange(w_n):
+        n = 0
         for a in range(k):
             for b in range(m_n):
                 keep = (
                     b != a and active[w, a] and active[w, b] and not _far(pos, vel, reach, w, a, b, horizon)
                 )
                 todo[w, a, b] = keep
-                if not keep:
+                n += keep
+        count[w] = n
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False)
+def _circle_pass(
+    cx: np.ndarray,
+    cy: np.ndarray,
+    radius: np.ndarray,
+    vel: np.ndarray,
+    pos: np.ndarray,
+    k: int,
+    near: np.ndarray,
+    q_abs: np.ndarray,
+    todo: np.ndarray,
+    first: np.ndarray,
+) -> None:
+    """Pass 1 of the TTC/DRAC: per kept pair (``todo``), the closest circle pair's squared distance
+    (``near``) and the 9 circle pairs' ``|q|`` (``q_abs``), whose square roots torch then takes;
+    packed, world ``w``'s kept pairs from row ``first[w]`` on, in (agent, object) order."""
+    w_n, m_n = todo.shape[0], todo.shape[2]
+    zero = np.float32(0.0)
+    for w in numba.prange(w_n):
+        row = first[w]
+        for a in range(k):
+            for b in range(m_n):
+                if not todo[w, a, b]:
                     continue
                 p, q = (a, b) if a < b else (b, a)  # the lower index first, as ttc_drac_of_pairs
                 rvx = vel[w, q, 0] - vel[w, p, 0]
@@ -115,8 +136,9 @@ def _circle_pass(
                         dist2 = fma(ey, ey, ex * ex)
                         near2 = min(near2, dist2)
                         qq = fma(-aa, dist2 - rsum2, h * h)  # (h * h).addcmul_(a, c, value=-1)
-                        q_abs[w, a, b, mi * 3 + ni] = abs(qq)
-                near[w, a, b] = near2
+                        q_abs[row, mi * 3 + ni] = abs(qq)
+                near[row] = near2
+                row += 1
 
 
 @numba.njit(parallel=True, cache=True, boundscheck=False)
@@ -131,6 +153,7 @@ def _finish_pass(
     half_l: np.ndarray,
     half_w: np.ndarray,
     todo: np.ndarray,
+    first: np.ndarray,
     q_sqrt: np.ndarray,
     near_sqrt: np.ndarray,
     k: int,
@@ -148,6 +171,7 @@ def _finish_pass(
     eps = np.float32(1e-6)
     gap_min = np.float32(DRAC_MIN_GAP_M)
     for w in numba.prange(w_n):
+        row = first[w] - 1
         for a in range(k):
             for b in range(m_n):
                 ttc_out[w, a, b] = inf
@@ -155,6 +179,7 @@ def _finish_pass(
                 overlap_out[w, a, b] = False
                 if not todo[w, a, b]:
                     continue
+                row += 1  # this pair's row of pass 1's packed values
                 # box overlap, rows i = a (as agent_box_overlap)
                 dx = pos[w, b, 0] - pos[w, a, 0]
                 dy = pos[w, b, 1] - pos[w, a, 1]
@@ -189,7 +214,7 @@ def _finish_pass(
                         c = dist2 - rsum2
                         h = min(h, zero)
                         qq = fma(-aa, c, h * h)
-                        rate = np.float32(math.copysign(q_sqrt[w, a, b, mi * 3 + ni] - h, qq) / c)
+                        rate = np.float32(math.copysign(q_sqrt[row, mi * 3 + ni] - h, qq) / c)
                         if rate != rate:  # amax propagates NaN
                             nan_seen = True
                         elif rate > rate_max:
@@ -200,7 +225,7 @@ def _finish_pass(
                 if ttc > horizon:
                     continue
                 ttc_out[w, a, b] = ttc
-                dist = near_sqrt[w, a, b]
+                dist = near_sqrt[row]
                 closing = -near_h / max(dist, eps)
                 if closing > zero:
                     drac_out[w, a, b] = closing * closing / (two * max(dist - radius_sum, gap_min))
@@ -228,25 +253,83 @@ def agent_interactions(
     ttc = torch.empty((w, k, m), dtype=torch.float32)
     drac = torch.empty((w, k, m), dtype=torch.float32)
     overlap = torch.empty((w, k, m), dtype=torch.bool)
-    near = torch.ones((w, k, m), dtype=torch.float32)  # skipped pairs: never read
-    q_abs = torch.ones((w, k, m, 9), dtype=torch.float32)
     todo = torch.empty((w, k, m), dtype=torch.bool)
+    count = np.empty(w, dtype=np.int64)
     cx, cy = centres[..., 0].contiguous().numpy(), centres[..., 1].contiguous().numpy()
     rad, vel, pos = radius.contiguous().numpy(), vel_xy.contiguous().numpy(), pos_xy.contiguous().numpy()
+    act = active.contiguous().numpy()
     with numba_threads():
+        _keep_pass(pos, vel, act, reach.numpy(), k, float(horizon_s), todo.numpy(), count)
+        first = np.zeros(w, dtype=np.int64)
+        np.cumsum(count[:-1], out=first[1:])
+        pairs = int(count.sum())
+        near = torch.empty(pairs, dtype=torch.float32)  # the kept pairs only, packed (pass 1)
+        q_abs = torch.empty((pairs, 9), dtype=torch.float32)
         _circle_pass(
-            cx, cy, rad, vel, pos, active.contiguous().numpy(), reach.numpy(), k, float(horizon_s),
-            near.numpy(), q_abs.numpy(), todo.numpy(),
+            cx, cy, rad, vel, pos, k, near.numpy(), q_abs.numpy(), todo.numpy(), first,
         )  # fmt: skip
         # torch's own square roots (MKL's on the CPU: not always the correctly rounded ones numba
-        # would take), elementwise, so each value is the one the torch path computes
+        # would take; elementwise, the same wherever a value sits in the tensor), so each value is
+        # the one the torch path computes
         q_sqrt, near_sqrt = q_abs.sqrt_(), near.sqrt_()
         _finish_pass(
             cx, cy, rad, vel, pos, cos.numpy(), sin.numpy(), half_l.contiguous().numpy(),
-            half_w.contiguous().numpy(), todo.numpy(), q_sqrt.numpy(), near_sqrt.numpy(), k,
+            half_w.contiguous().numpy(), todo.numpy(), first, q_sqrt.numpy(), near_sqrt.numpy(), k,
             _F(horizon_s), ttc.numpy(), drac.numpy(), overlap.numpy(),
         )  # fmt: skip
     return ttc, drac, overlap
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False)
+def _segment_pass(
+    pos: np.ndarray,
+    ax: np.ndarray,
+    ay: np.ndarray,
+    ex: np.ndarray,
+    ey: np.ndarray,
+    inv_len2: np.ndarray,
+    penalty: np.ndarray,
+    near_out: np.ndarray,
+    idx_out: np.ndarray,
+) -> None:
+    """``geometry.nearest_segment``'s float32 operations per query and segment, in its order (its
+    ``addcmul_`` as one rounding), keeping the first of equal distances as ``min`` does."""
+    n_w, n_k, n_r = ax.shape
+    zero, one = np.float32(0.0), np.float32(1.0)
+    for w in numba.prange(n_w):
+        for a in range(n_k):
+            qx, qy = pos[w, a, 0], pos[w, a, 1]
+            best, best_r = np.float32(np.inf), 0
+            for r in range(n_r):
+                px = qx - ax[w, a, r]
+                py = qy - ay[w, a, r]
+                t = fma(py, ey[w, a, r], px * ex[w, a, r]) * inv_len2[w, a, r]
+                t = min(max(t, zero), one)
+                ox = fma(-t, ex[w, a, r], px)
+                oy = fma(-t, ey[w, a, r], py)
+                d2 = fma(oy, oy, ox * ox) + penalty[w, a, r]
+                if r == 0 or d2 < best:
+                    best, best_r = d2, r
+            near_out[w, a] = best
+            idx_out[w, a] = best_r
+
+
+def nearest_segment(pos_xy: torch.Tensor, segs: PolylineSegments) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`~scenefactory.tasks.driving.geometry.nearest_segment` natively, bit for bit (CPU
+    float32 ``[W, K, ...]`` tensors): ``(near2 [W, K, 1], seg_idx [W, K, 1])``."""
+    w, k = pos_xy.shape[:2]
+    near = torch.empty((w, k, 1), dtype=torch.float32)
+    idx = torch.empty((w, k, 1), dtype=torch.int64)
+
+    def arr(x: torch.Tensor) -> np.ndarray:
+        return x.contiguous().numpy()
+
+    with numba_threads():
+        _segment_pass(
+            arr(pos_xy), arr(segs.ax), arr(segs.ay), arr(segs.ex), arr(segs.ey), arr(segs.inv_len2),
+            arr(segs.penalty), near.numpy()[..., 0], idx.numpy()[..., 0],
+        )  # fmt: skip
+    return near, idx
 
 
 class numba_threads:  # noqa: N801 (a context manager used like a function)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from scenefactory.tasks.driving.geometry import world_to_ego
+from scenefactory.tasks.driving.geometry import smallest_k, world_to_ego
 from scenefactory.tasks.driving.signals import SIGNAL, STOP_SIGN, state_one_hot
 
 EGO_DIM = 11
@@ -117,6 +117,26 @@ def road_obs(
     return (out * valid.unsqueeze(-1)).flatten(-2)
 
 
+def neighbor_select(
+    pos_xy: torch.Tensor, active: torch.Tensor, k: int, m: int, range_m: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which objects each controlled agent observes: the ``m`` nearest other active objects within
+    ``range_m``, nearest first, equal distances in object order → ``(idx (W, k, m) int64, valid
+    (W, k, m) bool)`` (``idx`` 0 where not valid).
+
+    Objects are ``pos_xy`` (W, M, 2) and ``active`` (W, M), the ``k`` controlled agents first. The
+    distances are compared squared, from the coordinate differences (``torch.cdist`` would take its
+    matrix-product form here, whose rounding a native kernel cannot reproduce)."""
+    n_obj = pos_xy.shape[1]
+    dx = pos_xy[:, None, :, 0] - pos_xy[:, :k, None, 0]  # (W, K, M)
+    dy = pos_xy[:, None, :, 1] - pos_xy[:, :k, None, 1]
+    d2 = dx * dx + dy * dy
+    self_mask = torch.arange(k, device=pos_xy.device)[:, None] == torch.arange(n_obj, device=pos_xy.device)
+    usable = active.unsqueeze(1) & ~self_mask & (d2 <= range_m * range_m)
+    idx, _, valid = smallest_k(torch.where(usable, d2, torch.inf), m)
+    return idx, valid
+
+
 def neighbor_obs(
     pos_xy: torch.Tensor,
     yaw: torch.Tensor,
@@ -128,31 +148,40 @@ def neighbor_obs(
     m: int,
     range_m: float,
 ) -> torch.Tensor:
-    """The m nearest other active objects of each controlled agent → (W, K, m·10).
+    """The m nearest other active objects of each controlled agent → (W, K, m·10)
+    (:func:`neighbor_select`, then :func:`neighbor_features`).
 
     Objects are ``(W, M, ...)`` (``pos_xy``, ``yaw``, ``vel_xy``, ``length``, ``width``, ``active``):
     the K controlled agents first, then any replayed objects; ``ttc_s`` is (W, K, M), so its
     second dimension says how many of the objects are the controlled agents asking.
     """
+    idx, valid = neighbor_select(pos_xy, active, ttc_s.shape[1], m, range_m)
+    return neighbor_features(pos_xy, yaw, vel_xy, length, width, ttc_s, idx, valid, range_m)
+
+
+def neighbor_features(
+    pos_xy: torch.Tensor,
+    yaw: torch.Tensor,
+    vel_xy: torch.Tensor,
+    length: torch.Tensor,
+    width: torch.Tensor,
+    ttc_s: torch.Tensor,
+    idx: torch.Tensor,
+    valid: torch.Tensor,
+    range_m: float,
+) -> torch.Tensor:
+    """The features (module docstring) of the objects ``idx`` (W, K, m) each agent observes (zeros
+    where not ``valid``) → (W, K, m·10)."""
     w, n_obj = pos_xy.shape[:2]
-    k = ttc_s.shape[1]
+    k, m = idx.shape[1], idx.shape[2]
     ego_pos, ego_yaw, ego_vel = pos_xy[:, :k], yaw[:, :k], vel_xy[:, :k]
-    d = torch.cdist(ego_pos, pos_xy)  # (W, K, M)
-    self_mask = torch.arange(k, device=pos_xy.device)[:, None] == torch.arange(n_obj, device=pos_xy.device)
-    usable = active.unsqueeze(1) & ~self_mask & (d <= range_m)
-    d = torch.where(usable, d, torch.full_like(d, float("inf")))
-    m_eff = min(m, n_obj)
-    dist, idx = torch.topk(d, m_eff, dim=-1, largest=False)
-    valid = torch.isfinite(dist)
 
     def pick(x: torch.Tensor) -> torch.Tensor:
         # x: (W, M) or (W, M, C) → (W, K, m, ...) values of the selected neighbours
         if x.dim() == 2:
             return torch.gather(x.unsqueeze(1).expand(w, k, n_obj), 2, idx)
         c = x.shape[-1]
-        return torch.gather(
-            x.unsqueeze(1).expand(w, k, n_obj, c), 2, idx.unsqueeze(-1).expand(w, k, m_eff, c)
-        )
+        return torch.gather(x.unsqueeze(1).expand(w, k, n_obj, c), 2, idx.unsqueeze(-1).expand(w, k, m, c))
 
     rel_pos = world_to_ego(pick(pos_xy), ego_pos.unsqueeze(-2), ego_yaw.unsqueeze(-1)) / range_m
     rel_yaw = pick(yaw) - ego_yaw.unsqueeze(-1)
@@ -176,10 +205,7 @@ def neighbor_obs(
         ),
         dim=-1,
     )
-    feats = torch.where(valid.unsqueeze(-1), feats, torch.zeros_like(feats))
-    if m_eff < m:
-        feats = torch.cat((feats, feats.new_zeros(w, k, m - m_eff, feats.shape[-1])), dim=2)
-    return feats.flatten(-2)
+    return torch.where(valid.unsqueeze(-1), feats, torch.zeros_like(feats)).flatten(-2)
 
 
 def signal_obs(
