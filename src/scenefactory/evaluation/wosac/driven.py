@@ -134,10 +134,10 @@ def driven_rollouts(
             newly &= ~done
             if idm is not None and orphan is not None:
                 if bool(newly.any()) and before is not None:  # go on without the agents, from step t
-                    for name in ("s_m", "speed_mps"):
-                        setattr(
-                            orphan, name, torch.where(newly[:, None], before[name], getattr(orphan, name))
-                        )
+                    kept = orphan.state_dict()
+                    orphan.load_state_dict(
+                        {name: torch.where(newly[:, None], before[name], kept[name]) for name in kept}
+                    )
                 if bool((done | newly).any()):
                     orphan.step(torch.full((rollouts,), t + 1), no_agents)  # type: ignore[arg-type]
                 step = torch.full((rollouts,), t + 1)

@@ -175,6 +175,8 @@ class ReplayIdm:
         self.speed_mps = torch.zeros(num_worlds, r, device=dev)
         probes = torch.arange(1, params.lookahead_points + 1, dtype=torch.float32, device=dev)
         self.probe_m = probes * (params.lookahead_m / params.lookahead_points)  # (P,)
+        self._version = 0  # bumped whenever the state changes: keys the cache of _state
+        self._cache: tuple[int, torch.Tensor, Objects] | None = None
 
     def reset(self, world_ids: torch.Tensor, scene_ids: torch.Tensor) -> None:
         """Worlds ``world_ids`` (n,) start ``scene_ids`` (n,): every object at the start of its path
@@ -189,10 +191,15 @@ class ReplayIdm:
         self.in_scene[world_ids] = in_scene
         self.s_m[world_ids] = 0.0
         self.speed_mps[world_ids] = self.start_mps[rows]
+        self._version += 1
 
     def _state(self, step: torch.Tensor) -> Objects:
         """Every slot's object at step ``step`` (W,) of each world's episode, unpacked (W, R, ...):
-        vehicles on their paths, the others at their logged state; ``active`` = present."""
+        vehicles on their paths, the others at their logged state; ``active`` = present. Computed once
+        per state and step (a step reads it up to three times)."""
+        cached = self._cache
+        if cached is not None and cached[0] == self._version and torch.equal(cached[1], step):
+            return cached[2]
         p, rows = self.pool, self.rows
         t_max = p.replay_valid.shape[1]
         t = step.clamp(max=t_max - 1)[:, None].expand_as(rows)
@@ -210,7 +217,9 @@ class ReplayIdm:
         pos = torch.where(veh[..., None], here[..., :2], p.replay_xy[rows, t])
         yaw = torch.where(veh, here[..., 2], p.replay_yaw[rows, t])
         vel = torch.where(veh[..., None], heading * self.speed_mps[..., None], p.replay_vel[rows, t])
-        return pos, yaw, vel, p.replay_length[rows], p.replay_width[rows], present
+        out = (pos, yaw, vel, p.replay_length[rows], p.replay_width[rows], present)
+        self._cache = (self._version, step.clone(), out)
+        return out
 
     def objects(self, step: torch.Tensor) -> Objects:
         """The replayed objects present at step ``step`` (W,), packed as ``pairs.observed_objects``
@@ -227,38 +236,32 @@ class ReplayIdm:
         moving = prev[5] & self.vehicle[self.rows]
         if not bool(moving.any()):
             return
+        wi, ri = moving.nonzero(as_tuple=True)  # the n moving vehicles: only their leaders are sought
         ap, ay, av, al, aw, aa = agents
         pos = torch.cat((ap, prev[0]), 1)  # (W, M, 2), M = K + R
         yaw = torch.cat((ay, prev[1]), 1)
         speed = torch.cat((torch.linalg.norm(av, dim=-1), torch.linalg.norm(prev[2], dim=-1)), 1)
         length, width = torch.cat((al, prev[3]), 1), torch.cat((aw, prev[4]), 1)
         valid = torch.cat((aa, prev[5]), 1)
-        w, r = self.rows.shape
-        k, m = ap.shape[1], pos.shape[1]
-        d = torch.linalg.norm(prev[0][:, :, None, :] - pos[:, None, :, :], dim=-1)  # (W, R, M)
-        self_slot = torch.arange(r, device=d.device)[:, None] + k == torch.arange(m, device=d.device)
-        d = torch.where(valid[:, None, :] & ~self_slot, d, torch.inf)
-        c = min(CANDIDATES, m)
-        near, idx = torch.topk(d, c, dim=-1, largest=False)  # (W, R, C)
+        k, m, n = ap.shape[1], pos.shape[1], wi.shape[0]
+        d = torch.linalg.norm(prev[0][wi, ri][:, None, :] - pos[wi], dim=-1)  # (n, M)
+        d = torch.where(valid[wi], d, torch.inf)
+        d[torch.arange(n, device=d.device), ri + k] = torch.inf  # not itself
+        near, idx = torch.topk(d, min(CANDIDATES, m), dim=-1, largest=False)  # (n, C)
 
         def pick(x: torch.Tensor) -> torch.Tensor:
-            return torch.gather(
-                x[:, None].expand(-1, r, *x.shape[1:]),
-                2,
-                idx if x.dim() == 2 else idx[..., None].expand(-1, -1, -1, 2),
-            )
+            mine = x[wi]  # (n, M[, 2])
+            return torch.gather(mine, 1, idx if x.dim() == 2 else idx[..., None].expand(-1, -1, 2))
 
-        rows = self.rows.reshape(w * r)
-        s_ahead = self.s_m.reshape(w * r, 1) + self.probe_m[None]
-        ahead = along_path(self.points[rows], self.dist_m[rows], s_ahead).reshape(w, r, 1, -1, 3)
-        probe_dist = self.probe_m.expand(w, r, 1, -1)
-        own_l, own_w = prev[3][..., None], prev[4][..., None]
+        rows, s = self.rows[wi, ri], self.s_m[wi, ri]  # (n,)
+        ahead = along_path(self.points[rows], self.dist_m[rows], s[:, None] + self.probe_m[None])
+        ahead = ahead[:, None]  # (n, 1, P, 3): one object per batch entry
         gap, lead_v = leader_on_path(
             ahead[..., :2],
             ahead[..., 2],
-            probe_dist,
-            own_l,
-            own_w,
+            self.probe_m.expand(n, 1, -1),
+            prev[3][wi, ri][:, None],
+            prev[4][wi, ri][:, None],
             pick(pos),
             pick(yaw),
             pick(length),
@@ -266,16 +269,16 @@ class ReplayIdm:
             pick(speed),
             torch.isfinite(near),
         )
-        gap, lead_v = gap[..., 0], lead_v[..., 0]  # (W, R)
-        end_gap = torch.where(self.stops[self.rows], self.end_m[self.rows] - self.s_m, torch.inf)
+        gap, lead_v = gap[:, 0], lead_v[:, 0]  # (n,)
+        end_gap = torch.where(self.stops[rows], self.end_m[rows] - s, torch.inf)
         use_end = end_gap < gap
         gap = torch.where(use_end, end_gap, gap)
         lead_v = torch.where(use_end, 0.0, lead_v)
-        v = self.speed_mps
-        accel = idm_acceleration(v, self.desired_mps[self.rows], gap, lead_v, self.params)
-        v_new = idm_speed(v, accel, self.dt_s)
-        self.s_m = torch.where(moving, self.s_m + 0.5 * (v + v_new) * self.dt_s, self.s_m)
-        self.speed_mps = torch.where(moving, v_new, v)
+        v = self.speed_mps[wi, ri]
+        v_new = idm_speed(v, idm_acceleration(v, self.desired_mps[rows], gap, lead_v, self.params), self.dt_s)
+        self.s_m = self.s_m.index_put((wi, ri), s + 0.5 * (v + v_new) * self.dt_s)
+        self.speed_mps = self.speed_mps.index_put((wi, ri), v_new)
+        self._version += 1
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The per-world state that is not a copy of the pool: ``s_m`` and ``speed_mps`` (W, R)."""
@@ -288,3 +291,4 @@ class ReplayIdm:
             if not isinstance(value, torch.Tensor) or value.shape != getattr(self, name).shape:
                 raise ValueError(f"reactive replay state {name!r} missing or not {tuple(self.s_m.shape)}")
             setattr(self, name, value.to(self.s_m.device))
+        self._version += 1
