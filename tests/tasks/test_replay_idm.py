@@ -125,3 +125,17 @@ def test_paths_follow_the_valid_log() -> None:
     assert dist[0, :4].tolist() == [0.0, 1.0, 3.0, 3.0]
     here = along_path(pts, dist, torch.tensor([[0.5, 2.0, 13.0]]))
     assert torch.allclose(here[0, :, :2], torch.tensor([[0.5, 0.0], [2.0, 0.0], [13.0, 0.0]]))
+
+
+def test_without_vehicles_every_figure_is_log_replays() -> None:
+    """Replayed objects that are all pedestrians: with the reactive replay on, every observation,
+    reward and outcome is bit for bit the default's (log replay; ``pairs.observed_objects``), so the
+    switch changes nothing but the vehicles."""
+    scene = _scene((PEDESTRIAN, PEDESTRIAN))
+    cfg = DrivingTaskConfig(num_worlds=2, agents_per_world=1)
+    envs = [DrivingEnv(cfg, [scene]), DrivingEnv(replace(cfg, replay_idm=IdmParams()), [scene])]
+    assert torch.equal(envs[0].observations(), envs[1].observations())
+    for t in range(40):
+        act = torch.tensor([0.1 * (t % 3 - 1), 0.5 - 0.05 * t]).expand(2, 1, 2)
+        a, b = (e.step(act) for e in envs)
+        assert torch.equal(a.obs, b.obs) and torch.equal(a.reward, b.reward) and torch.equal(a.done, b.done)
