@@ -8,7 +8,8 @@ The real-format corpus is synthetic WOMD city scenarios with WOMD's make-up of l
 of the log, up to 128 per scenario), written as TFRecord shards and converted as real shards are
 (``benchmarks/real_scenes.py``'s ``corpus``, cached in ``benchmarks/.cache/real_scenes/``). Every
 figure is ``scenefactory bench drive``'s (``evaluation.bench.bench_drive``: CASPS over every W x K slot,
-the batched policy's inference included) at 256 worlds x 16 agents unless said; the machine's load
+the batched policy's inference included, or with ``_random`` random actions: the simulator alone, as
+native simulators report theirs) at 256 worlds x 16 agents unless said; the machine's load
 average is recorded beside each run (other processes share the cores: compare ratios within one run).
 
 Writes ``benchmarks/results/drive_native.json``. Usage::
@@ -144,6 +145,9 @@ def main() -> None:
     runs: dict[str, Any] = {}
     runs["kinematic_procedural"] = bench("kinematic", None, "procedural", **kin)
     runs["kinematic_real"] = bench("kinematic", real, src, **kin)
+    # the simulator alone (random actions), as native simulators report their figure
+    runs["kinematic_procedural_random"] = bench("kinematic", None, "procedural", actions="random", **kin)
+    runs["kinematic_real_random"] = bench("kinematic", real, src, actions="random", **kin)
     runs["kinematic_procedural_torch"] = bench("kinematic", None, "procedural", native_kernels=False, **kin)
     runs["kinematic_real_torch"] = bench("kinematic", real, src, native_kernels=False, **kin)
     muj = {"steps": a.mujoco_steps, "warmup": 2}
@@ -161,6 +165,7 @@ def main() -> None:
         threads[str(n)] = {
             "kinematic_real": bench("kinematic", real, src, **kin),
             "kinematic_procedural": bench("kinematic", None, "procedural", **kin),
+            "kinematic_real_random": bench("kinematic", real, src, actions="random", **kin),
         }
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,6 +184,7 @@ def main() -> None:
         "worlds": WORLDS,
         "agents_per_world": AGENTS,
         "torch_threads": a.threads,
+        "openmp_wait": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")},
         "corpus": {
             "folder": str(folder),
             "scenes": len(real),
@@ -187,6 +193,9 @@ def main() -> None:
         "ratios": {
             "kinematic_real_over_procedural": ratio("kinematic_real", "kinematic_procedural"),
             "mujoco_real_over_procedural": ratio("mujoco_real", "mujoco_procedural"),
+            "kinematic_real_over_procedural_random": ratio(
+                "kinematic_real_random", "kinematic_procedural_random"
+            ),
             "kinematic_real_native_over_torch": ratio("kinematic_real", "kinematic_real_torch"),
             "kinematic_procedural_native_over_torch": ratio(
                 "kinematic_procedural", "kinematic_procedural_torch"

@@ -10,4 +10,13 @@ import sys as _sys
 if _sys.platform.startswith("linux") and not _os.environ.get("DISPLAY"):
     _os.environ.setdefault("MUJOCO_GL", "egl")
 
+# torch's and numba's parallel loops share one OpenMP runtime (libgomp), read when torch is first
+# imported. Its idle threads spin before they sleep: with as many threads as cores and another busy
+# process on the machine, a driving step (dozens of parallel regions) ran 3 to 40 times slower on two
+# threads than on one, while threads that sleep at once stay at one thread's speed and cost about 12 %
+# on an idle machine (benchmarks/results/thread_sharing.json). Set OMP_WAIT_POLICY=ACTIVE (or any
+# GOMP_SPINCOUNT) for a machine of your own.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
 __version__ = "0.1.0"

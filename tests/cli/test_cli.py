@@ -159,6 +159,23 @@ def test_bench_reports_casps(tmp_path: Path, baseline: bool, engine: str) -> Non
     assert "cpu_count" in r["machine"]
 
 
+def test_bench_random_actions_time_the_simulator_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scenefactory.cli.drive import BENCH_ACTIONS
+    from scenefactory.evaluation.bench import BENCH_ACTIONS as EVALUATION_BENCH_ACTIONS
+
+    assert BENCH_ACTIONS == EVALUATION_BENCH_ACTIONS  # the CLI's copy (start-up time) is the same
+    out = tmp_path / "bench.json"
+    args = ["bench", "drive", "--worlds", "3", "--agents", "2", "--steps", "3", "--actions", "random"]
+    assert main([*args, "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["actions"] == "random" and r["casps"] > 0 and r["active_slot_fraction"] > 0
+    assert r["torch_threads"] == torch.get_num_threads()
+    assert main([*args, "--baseline", "--out", str(out)]) == 2
+    assert "--baseline steps the policy agent by agent" in capsys.readouterr().err
+
+
 def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "drive", "--worlds", "0", "--out", str(tmp_path)]) == 2
     assert "argument --worlds: expected an integer in [1, 8192], got 0" in capsys.readouterr().err

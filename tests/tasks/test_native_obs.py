@@ -25,8 +25,13 @@ from scenefactory.tasks.driving import native
 from scenefactory.tasks.driving.config import DrivingTaskConfig
 from scenefactory.tasks.driving.env import DrivingEnv
 from scenefactory.tasks.driving.geometry import nearest_segment, polyline_segments, smallest_k
-from scenefactory.tasks.driving.native_obs import NativeRoadObs, native_neighbor_obs
-from scenefactory.tasks.driving.observations import neighbor_obs, road_obs
+from scenefactory.tasks.driving.native_obs import (
+    NativeGridSample,
+    NativeRoadObs,
+    native_neighbor_obs,
+    native_route_lookahead_obs,
+)
+from scenefactory.tasks.driving.observations import neighbor_obs, road_obs, route_lookahead_obs
 from scenefactory.tasks.driving.road_index import RoadPointIndex, SceneCells
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -153,3 +158,44 @@ def test_nearest_segment_native_equals_torch() -> None:
     got = native.nearest_segment(pos, segs)
     assert torch.equal(ref[0], got[0]) and torch.equal(ref[1], got[1])
     assert bool(torch.isinf(got[0][:, 1]).all()) and bool((got[1][:, 1] == 0).all())
+
+
+def test_drivable_field_native_equals_torch(busy_scenes: list[Scene]) -> None:
+    """Points inside, on the nodes and edges of, and far outside each grid, and NaN."""
+    grids = DrivingEnv(DrivingTaskConfig(num_worlds=2, agents_per_world=4), busy_scenes).pool.grids
+    gen = torch.Generator().manual_seed(4)
+    scene_ids = torch.tensor([0, 1, 1, 0])
+    lo = grids.origin_xy[scene_ids]
+    size = (grids.shape_hw[scene_ids].flip(-1) - 1).float() * grids.resolution_m[scene_ids, None]
+    xy = lo[:, None] + torch.rand(4, 300, 2, generator=gen) * 1.2 * size[:, None] - 0.1 * size[:, None]
+    xy[:, :20] = (
+        lo[:, None]
+        + torch.randint(0, 50, (4, 20, 2), generator=gen) * grids.resolution_m[scene_ids, None, None]
+    )  # exactly on nodes
+    xy[:, 20] = lo + size  # the far corner node
+    xy[:, 21] = torch.nan
+    ref = grids.sample(scene_ids[:, None].expand(4, 300), xy)
+    got = NativeGridSample(grids)(scene_ids, xy)
+    assert torch.equal(ref, got)
+    pad = ref == grids.pad_value_m
+    assert bool(pad.any()) and bool((~pad).sum() > 500)  # both outside and inside points were read
+
+
+def test_route_lookahead_native_equals_torch() -> None:
+    """Random routes with repeated points (zero-length steps), padding past their ends, and agents
+    before, along and past their route's end."""
+    gen = torch.Generator().manual_seed(5)
+    w, k, r = 3, 5, 40
+    step = torch.rand(w, k, r, 2, generator=gen) * 4.0
+    step[:, :, 7] = 0.0
+    route_xy = step.cumsum(2) - 20.0
+    seg = (route_xy[:, :, 1:] - route_xy[:, :, :-1]).norm(dim=-1)
+    route_s = torch.cat((torch.zeros(w, k, 1), seg.cumsum(-1)), dim=-1)
+    route_end_s = route_s[..., 30]
+    route_s[..., 31:] = route_end_s[..., None] + torch.arange(1, r - 30) * 1e3  # padding
+    s_now = torch.rand(w, k, generator=gen) * route_end_s * 1.3 - 5.0
+    pos = torch.rand(w, k, 2, generator=gen) * 30.0
+    yaw = torch.rand(w, k, generator=gen) * 6.0 - 3.0
+    ahead = torch.tensor([5.0, 10.0, 20.0, 40.0])
+    args = (pos, yaw, route_xy, route_s, s_now, route_end_s, ahead)
+    assert torch.equal(route_lookahead_obs(*args), native_route_lookahead_obs(*args))

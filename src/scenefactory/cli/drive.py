@@ -64,6 +64,8 @@ BENCH_KEYS = (
 """The figures ``bench drive`` prints (its JSON file has all)."""
 RENDER_FORMATS = ("gif", "html", "both")
 """``render drive --format``: ``both`` writes the GIF and the HTML replay from one recording."""
+BENCH_ACTIONS = ("policy", "random")
+"""``bench drive --actions``: ``evaluation.bench.BENCH_ACTIONS`` (not imported: start-up time)."""
 
 
 def add_commands(sub: Any) -> None:
@@ -203,6 +205,13 @@ def _bench_flags(t: Any) -> None:
         help="untimed steps first (an episode's worth, 200, for a steady-state active fraction)",
     )
     t.add_argument("--baseline", action="store_true", help="non-vectorized reference")
+    t.add_argument(
+        "--actions",
+        choices=BENCH_ACTIONS,
+        default="policy",
+        help="policy: the batched actor's inference in the loop, as in training; random: uniform random "
+        "actions, the simulator alone (as native simulators report their figure)",
+    )
     t.add_argument("--policy-hz", type=POLICY_HZ, default=10.0, help="policy (control) rate [Hz]")
 
 
@@ -366,6 +375,10 @@ def bench(args: argparse.Namespace) -> int:
     from scenefactory.jobs import drive  # when the command runs: start-up time (module docstring)
 
     engine = engine_spec(args, args.policy_hz, f"--policy-hz {args.policy_hz:g}")
+    if args.baseline and args.actions != "policy":
+        raise UserError(
+            f"--baseline steps the policy agent by agent; --actions {args.actions} is for the vectorized run"
+        )
     if args.scenes is None:
         check_scene_range("train", args.seed, drive.BENCH_SCENES, f"--seed {args.seed}")
     r = drive.bench(
@@ -383,6 +396,7 @@ def bench(args: argparse.Namespace) -> int:
             scenes_dir=args.scenes,
             scene_split=args.scene_split,
             min_active_fraction=args.min_active_fraction,
+            actions=args.actions,
         )
     )
     print(json.dumps({k: r[k] for k in BENCH_KEYS}))

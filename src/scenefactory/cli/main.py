@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=positive(MAX_THREADS),
         default=None,
-        help="torch CPU threads (default: torch's choice)",
+        help="torch CPU threads, also MuJoCo's and numba's (default: torch's choice); idle threads sleep "
+        "unless OMP_WAIT_POLICY is set (docs: concepts/performance)",
     )
     sub = p.add_subparsers(dest="command", required=True)
     drive.add_commands(sub)

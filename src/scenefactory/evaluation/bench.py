@@ -21,6 +21,10 @@ distribution), how many are controlled and replayed with K slots, the mean initi
 replays (mean, max) and how many of them are observed per step (mean over scenes of the mean over
 the log's steps).
 
+``actions="random"`` replaces the policy by uniform random actions in [-1, 1] (drawn with a seeded
+generator): the simulator alone, as native simulators report their throughput (PufferDrive's C
+core, for one, steps random actions); ``"policy"`` (the default) is the learner's loop above.
+
 ``baseline=True`` runs the non-vectorized reference on the same engine, scenes and time step: the
 worlds are separate single-world environments stepped one after another in a Python loop, and
 inside each world every agent's observation row is fed to its own policy call and its action put
@@ -62,6 +66,14 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+BENCH_ACTIONS = ("policy", "random")
+"""What drives the agents in :func:`bench_drive` (module docstring)."""
+
+
+BENCH_ACTIONS = ("policy", "random")
+"""What drives the agents in :func:`bench_drive` (module docstring)."""
+
+
 def bench_drive(
     engine: EngineSpec,
     worlds: int,
@@ -77,12 +89,18 @@ def bench_drive(
     min_active_fraction: float = 0.0,
     device: str | torch.device = "cpu",
     native_kernels: bool = True,
+    actions: str = "policy",
 ) -> dict[str, Any]:
     """Measure CASPS on ``engine`` with the environment and the policy on ``device``; returns the
     JSON-ready result (see the module docstring), with ``engine`` the tier, ``engine_spec`` the
     whole spec and ``device``. ``scenes`` (e.g. a converted folder,
     named by ``scene_source``) replace the ``num_scenes`` procedural ones; ``min_active_fraction``
-    is the task's reset policy and ``native_kernels`` its CPU kernel switch (``DrivingTaskConfig``)."""
+    is the task's reset policy and ``native_kernels`` its CPU kernel switch (``DrivingTaskConfig``);
+    ``actions`` ``"policy"`` or ``"random"`` (module docstring; vectorized runs only)."""
+    if actions not in BENCH_ACTIONS:
+        raise ValueError(f"actions must be one of {BENCH_ACTIONS}, got {actions!r}")
+    if baseline and actions != "policy":
+        raise ValueError("the non-vectorized baseline steps the policy (actions='policy')")
     task = DrivingTaskConfig(
         num_worlds=worlds,
         agents_per_world=agents,
@@ -97,8 +115,10 @@ def bench_drive(
         scenes = list(scenes)
         scene_info = describe_scenes(scenes, agents, task.observations.road_point_spacing_m)
     torch.manual_seed(seed)
-    run = _bench_baseline if baseline else _bench_vectorized
-    result = run(task, scenes, engine, steps, warmup, seed, torch.device(device))
+    if baseline:
+        result = _bench_baseline(task, scenes, engine, steps, warmup, seed, torch.device(device))
+    else:
+        result = _bench_vectorized(task, scenes, engine, steps, warmup, seed, torch.device(device), actions)
     result.update(
         {
             "engine": engine.tier,
@@ -116,6 +136,8 @@ def bench_drive(
             "scene_source": scene_source,
             "min_active_fraction": min_active_fraction,
             "native_kernels": native_kernels,
+            "actions": actions,
+            "torch_threads": torch.get_num_threads(),
             **scene_info,
             "machine": machine_info(),
         }
@@ -157,9 +179,12 @@ def _bench_vectorized(
     warmup: int,
     seed: int,
     device: torch.device,
+    actions: str = "policy",
 ) -> dict[str, Any]:
     env = DrivingEnv(task, scenes, engine=engine, seed=seed, device=device)
-    actor = build_actor(env.obs_dim, PPOConfig(), device=device)
+    actor = build_actor(env.obs_dim, PPOConfig(), device=device) if actions == "policy" else None
+    gen = torch.Generator(device=device).manual_seed(seed)
+    shape = (env.num_worlds, env.agents_per_world, 2)
     n = env.num_worlds * env.agents_per_world
     obs = env.observations()
     active = 0
@@ -169,9 +194,12 @@ def _bench_vectorized(
         for i in range(warmup + steps):
             if i == warmup:
                 t0 = time.perf_counter()
-            td = TensorDict({"policy": obs.reshape(n, -1)}, batch_size=[n])
-            actions = actor(td, stochastic_output=True).reshape(env.num_worlds, env.agents_per_world, 2)
-            res = env.step(actions)
+            if actor is None:
+                act = torch.rand(shape, generator=gen, device=device) * 2.0 - 1.0
+            else:
+                td = TensorDict({"policy": obs.reshape(n, -1)}, batch_size=[n])
+                act = actor(td, stochastic_output=True).reshape(shape)
+            res = env.step(act)
             obs = res.obs
             if i >= warmup:
                 active += int(res.was_active.sum())

@@ -509,6 +509,8 @@ class BenchArgs:
     scenes_dir: Path | None = None
     scene_split: str = "all"
     min_active_fraction: float = 0.0
+    actions: str = "policy"
+    """``policy`` (the batched actor's inference in the loop) or ``random`` (the simulator alone)."""
 
 
 def bench(args: BenchArgs) -> dict[str, Any]:
@@ -548,6 +550,7 @@ def bench(args: BenchArgs) -> dict[str, Any]:
         scene_source=scene_source(args.scenes_dir, args.scene_split),
         min_active_fraction=args.min_active_fraction,
         device=args.device,
+        actions=args.actions,
     )
     result["agents_auto"] = auto
     if auto:

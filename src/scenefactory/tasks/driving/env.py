@@ -62,7 +62,13 @@ from scenefactory.tasks.driving.geometry import (
 )
 from scenefactory.tasks.driving.native import agent_interactions
 from scenefactory.tasks.driving.native import nearest_segment as native_nearest_segment
-from scenefactory.tasks.driving.native_obs import NativeRoadObs, native_neighbor_obs
+from scenefactory.tasks.driving.native_obs import (
+    NativeGridSample,
+    NativeRoadObs,
+    native_neighbor_obs,
+    native_route_lookahead_obs,
+)
+from scenefactory.tasks.driving.native_replay import NativeObjects
 from scenefactory.tasks.driving.pairs import agent_box_overlap, agent_ttc_drac, observed_objects
 from scenefactory.tasks.driving.pool import ScenePool, build_pool
 from scenefactory.tasks.driving.replay_idm import ReplayIdm
@@ -196,6 +202,8 @@ class DrivingEnv:
             )
         self.pool: ScenePool = pool
         self._native_road: NativeRoadObs | None = None  # built on the first native road observation
+        self._native_grid: NativeGridSample | None = None  # and the first native off-road check
+        self._native_objects: NativeObjects | None = None  # and the first native object packing
         self.sequential_scenes = sequential_scenes
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
         self._lookahead = torch.tensor(cfg.observations.route_lookahead_m, device=self.device)
@@ -403,6 +411,10 @@ class DrivingEnv:
         own = (st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, self.active)
         if not self.num_replay:
             return own
+        if self.replay_idm is None and self.cfg.native_kernels and self.device.type == "cpu":
+            if self._native_objects is None:  # the same tensors, packed in one pass (native_replay)
+                self._native_objects = NativeObjects(self.pool)
+            return self._native_objects(own, self.scene_id, self.step_count)
         if self.replay_idm is None:
             rep = observed_objects(self.pool, self.scene_id, self.step_count)
         else:  # the reactive replay's vehicles where the IDM took them
@@ -462,8 +474,7 @@ class DrivingEnv:
         else:  # logged objects are not in the engine: box overlap with them
             collided = contacts | overlap[:, :, k:].any(-1)
         corners = box_corners(st.pos_xy, st.yaw, self.length, self.width)
-        ids = self.scene_id.view(-1, 1, 1).expand(*corners.shape[:-1])
-        offroad = (self.pool.grids.sample(ids, corners).amax(-1) > cfg.offroad_tolerance_m) & was_active
+        offroad = (self._offroad_field(corners).amax(-1) > cfg.offroad_tolerance_m) & was_active
         min_ttc = ttc.amin(-1)
         # 3. terminations (one outcome per agent)
         collided = collided & was_active
@@ -668,6 +679,17 @@ class DrivingEnv:
             return project_at_segment(pos_xy, self.route_segs, near2, seg_idx)
         return project_on_segments(pos_xy, self.route_segs)
 
+    def _offroad_field(self, corners: torch.Tensor) -> torch.Tensor:
+        """The drivable field (m) at each agent's box corners ``(W, K, 4, 2)`` → ``(W, K, 4)`` (natively
+        on a CPU with ``cfg.native_kernels``, the same numbers)."""
+        if self.cfg.native_kernels and self.device.type == "cpu":
+            if self._native_grid is None:
+                self._native_grid = NativeGridSample(self.pool.grids)
+            w, k = corners.shape[:2]
+            return self._native_grid(self.scene_id, corners.reshape(w, k * 4, 2)).view(w, k, 4)
+        ids = self.scene_id.view(-1, 1, 1).expand(*corners.shape[:-1])
+        return self.pool.grids.sample(ids, corners)
+
     def _road_obs(self, st: VehicleState) -> torch.Tensor:
         """The road term: each agent's nearest road points from the pool's spatial index (the native
         kernels of ``tasks.driving.native_obs`` on a CPU with ``cfg.native_kernels``)."""
@@ -697,6 +719,7 @@ class DrivingEnv:
         goal_ego = world_to_ego(self.goal_xy, st.pos_xy, st.yaw)
         native = cfg.native_kernels and self.device.type == "cpu"  # the same numbers (native_obs)
         neighbors = native_neighbor_obs if native else obs_terms.neighbor_obs
+        lookahead = native_route_lookahead_obs if native else obs_terms.route_lookahead_obs
         time_left = 1.0 - self.step_count.float() / cfg.max_steps
         parts = [
             obs_terms.ego_obs(
@@ -709,7 +732,7 @@ class DrivingEnv:
                 lateral,
                 time_left.unsqueeze(-1).expand_as(st.speed),
             ),
-            obs_terms.route_lookahead_obs(
+            lookahead(
                 st.pos_xy, st.yaw, self.route_xy, self.route_s, s_now, self.route_end_s, self._lookahead
             ),
             self._road_obs(st),

@@ -27,6 +27,7 @@ import numba
 import numpy as np
 import torch
 
+from scenefactory.tasks.driving.drivable import GridStack
 from scenefactory.tasks.driving.native import numba_threads
 from scenefactory.tasks.driving.observations import NEIGHBOR_FEATURES
 from scenefactory.tasks.driving.road_index import RADIUS_STEPS, RoadPointIndex
@@ -344,5 +345,140 @@ def native_neighbor_obs(
             ttc_s.contiguous().numpy(), torch.cos(ego_yaw).contiguous().numpy(),
             torch.sin(ego_yaw).contiguous().numpy(), torch.sin(rel_yaw).numpy(), torch.cos(rel_yaw).numpy(),
             idx.numpy(), valid.numpy(), np.float32(range_m), out.numpy(),
+        )  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------------------ drivable field
+
+HALF_TO_FLOAT = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
+"""Every float16 bit pattern's float32 value (exact): the drivable grids' nodes are read through it."""
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False)
+def _sample_pass(
+    values: np.ndarray,
+    lut: np.ndarray,
+    base: np.ndarray,
+    origin: np.ndarray,
+    res: np.ndarray,
+    shape_hw: np.ndarray,
+    scene_ids: np.ndarray,
+    xy: np.ndarray,
+    pad: np.float32,
+    out: np.ndarray,
+) -> None:
+    """``GridStack.sample``'s float32 operations per point, in its order (``values`` are the
+    float16 nodes' bit patterns, read through ``lut``)."""
+    n_w, n_p = xy.shape[0], xy.shape[1]
+    zero, one = np.float32(0.0), np.float32(1.0)
+    for w in numba.prange(n_w):
+        s = scene_ids[w]
+        ox, oy, r = origin[s, 0], origin[s, 1], res[s]
+        n_cols = shape_hw[s, 1]
+        last_r = np.float32(shape_hw[s, 0] - 1)
+        last_c = np.float32(n_cols - 1)
+        b0 = base[s]
+        for p in range(n_p):
+            gx = (xy[w, p, 0] - ox) / r
+            gy = (xy[w, p, 1] - oy) / r
+            inside = gx >= zero and gy >= zero and gx <= last_c and gy <= last_r
+            if not inside:
+                out[w, p] = pad
+                continue
+            gx = min(gx, last_c)  # inside: no NaN, no clamp below 0 to do
+            gy = min(gy, last_r)
+            c0 = min(np.float32(math.floor(gx)), last_c - one)
+            r0 = min(np.float32(math.floor(gy)), last_r - one)
+            fx, fy = gx - c0, gy - r0
+            i = b0 + np.int64(r0) * n_cols + np.int64(c0)
+            v00, v01 = lut[values[i]], lut[values[i + 1]]
+            v10, v11 = lut[values[i + n_cols]], lut[values[i + n_cols + 1]]
+            top = v00 + fx * (v01 - v00)
+            bottom = v10 + fx * (v11 - v10)
+            out[w, p] = top + fy * (bottom - top)
+
+
+class NativeGridSample:
+    """:meth:`~scenefactory.tasks.driving.drivable.GridStack.sample` natively, bit for bit, for
+    points grouped by world (CPU): ``(W,)`` scene ids and ``(W, P, 2)`` points → ``(W, P)``."""
+
+    def __init__(self, grids: GridStack) -> None:
+        if grids.values.device.type != "cpu" or grids.values.dtype != torch.float16:
+            raise ValueError("native grid sampling reads float16 grids on the CPU")
+        self.grids = grids
+        self._values = grids.values.contiguous().view(torch.int16).numpy().view(np.uint16)
+        self._base = grids.base.contiguous().numpy()
+        self._origin = grids.origin_xy.contiguous().numpy()
+        self._res = grids.resolution_m.contiguous().numpy()
+        self._shape = grids.shape_hw.contiguous().numpy()
+
+    def __call__(self, scene_ids: torch.Tensor, xy: torch.Tensor) -> torch.Tensor:
+        """Field values (m) at ``xy`` ``(W, P, 2)`` of world scenes ``scene_ids`` ``(W,)``."""
+        w, p = xy.shape[:2]
+        out = torch.empty((w, p), dtype=torch.float32)
+        with numba_threads():
+            _sample_pass(
+                self._values, HALF_TO_FLOAT, self._base, self._origin, self._res, self._shape,
+                scene_ids.contiguous().numpy(), xy.contiguous().numpy(), np.float32(self.grids.pad_value_m),
+                out.numpy(),
+            )  # fmt: skip
+        return out
+
+
+# -------------------------------------------------------------------------------- route ahead
+
+
+@numba.njit(parallel=True, cache=True, boundscheck=False)
+def _lookahead_pass(
+    pos: np.ndarray,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    route_xy: np.ndarray,
+    route_s: np.ndarray,
+    s_now: np.ndarray,
+    route_end_s: np.ndarray,
+    lookahead: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """``observations.route_lookahead_obs``'s float32 operations per agent and distance, in its order."""
+    n_w, n_k, n_r = route_s.shape
+    zero, one, eps, scale = np.float32(0.0), np.float32(1.0), np.float32(1e-6), np.float32(30.0)
+    for w in numba.prange(n_w):
+        for a in range(n_k):
+            c, s = cos[w, a], sin[w, a]
+            for j in range(lookahead.shape[0]):
+                q = min(s_now[w, a] + lookahead[j], route_end_s[w, a])
+                i = min(max(np.searchsorted(route_s[w, a], q), 1), n_r - 1)
+                s0, s1 = route_s[w, a, i - 1], route_s[w, a, i]
+                frac = min(max((q - s0) / max(s1 - s0, eps), zero), one)
+                px = route_xy[w, a, i - 1, 0] + frac * (route_xy[w, a, i, 0] - route_xy[w, a, i - 1, 0])
+                py = route_xy[w, a, i - 1, 1] + frac * (route_xy[w, a, i, 1] - route_xy[w, a, i - 1, 1])
+                dx, dy = px - pos[w, a, 0], py - pos[w, a, 1]
+                out[w, a, 2 * j] = (c * dx + s * dy) / scale
+                out[w, a, 2 * j + 1] = (c * dy - s * dx) / scale
+
+
+def native_route_lookahead_obs(
+    pos_xy: torch.Tensor,
+    yaw: torch.Tensor,
+    route_xy: torch.Tensor,
+    route_s: torch.Tensor,
+    s_now: torch.Tensor,
+    route_end_s: torch.Tensor,
+    lookahead_m: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`~scenefactory.tasks.driving.observations.route_lookahead_obs` natively, bit for bit
+    (CPU float32 tensors; the heading's ``cos``/``sin`` from torch) → ``(W, K, 2n)``."""
+    w, k = s_now.shape
+    out = torch.empty((w, k, 2 * lookahead_m.shape[0]), dtype=torch.float32)
+
+    def arr(x: torch.Tensor) -> np.ndarray:
+        return x.contiguous().numpy()
+
+    with numba_threads():
+        _lookahead_pass(
+            arr(pos_xy), arr(torch.cos(yaw)), arr(torch.sin(yaw)), arr(route_xy), arr(route_s), arr(s_now),
+            arr(route_end_s), arr(lookahead_m), out.numpy(),
         )  # fmt: skip
     return out
