@@ -15,7 +15,7 @@ average is recorded beside each run (other processes share the cores: compare ra
 Writes ``benchmarks/results/drive_native.json``. Usage::
 
     .venv/bin/python benchmarks/drive_native.py [--scenes 48] [--steps 30] [--mujoco-steps 10]
-        [--train-iterations 3] [--threads 2] [--busy-worlds 64] [--busy-steps 100]
+        [--train-iterations 3] [--threads 2] [--busy-worlds 64] [--busy-steps 100] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -134,6 +134,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="torch (and numba) threads of the main runs")
     p.add_argument("--busy-worlds", type=int, default=64, help="worlds of the active-slot-share runs")
     p.add_argument("--busy-steps", type=int, default=100, help="their timed steps, after an episode")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved rounds of the main kinematic runs")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/drive_native.json"))
     a = p.parse_args()
     t0 = time.perf_counter()
@@ -143,13 +144,24 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     kin = {"steps": a.steps}
     runs: dict[str, Any] = {}
-    runs["kinematic_procedural"] = bench("kinematic", None, "procedural", **kin)
-    runs["kinematic_real"] = bench("kinematic", real, src, **kin)
-    # the simulator alone (random actions), as native simulators report their figure
-    runs["kinematic_procedural_random"] = bench("kinematic", None, "procedural", actions="random", **kin)
-    runs["kinematic_real_random"] = bench("kinematic", real, src, actions="random", **kin)
-    runs["kinematic_procedural_torch"] = bench("kinematic", None, "procedural", native_kernels=False, **kin)
-    runs["kinematic_real_torch"] = bench("kinematic", real, src, native_kernels=False, **kin)
+    # the kinematic runs a ratio is taken of: ``--repeats`` rounds, interleaved, each figure the
+    # median round's (a shared machine's speed drifts by tens of percent within minutes)
+    main_runs = {
+        "kinematic_procedural": ("kinematic", None, "procedural", {}),
+        "kinematic_real": ("kinematic", real, src, {}),
+        # the simulator alone (random actions), as native simulators report their figure
+        "kinematic_procedural_random": ("kinematic", None, "procedural", {"actions": "random"}),
+        "kinematic_real_random": ("kinematic", real, src, {"actions": "random"}),
+        "kinematic_procedural_torch": ("kinematic", None, "procedural", {"native_kernels": False}),
+        "kinematic_real_torch": ("kinematic", real, src, {"native_kernels": False}),
+    }
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in main_runs}
+    for _ in range(a.repeats):
+        for name, (tier, scenes, source, extra) in main_runs.items():
+            rounds[name].append(bench(tier, scenes, source, **extra, **kin))
+    for name, results in rounds.items():
+        ordered = sorted(results, key=lambda r: r["casps"])
+        runs[name] = {**ordered[len(ordered) // 2], "casps_rounds": [r["casps"] for r in results]}
     muj = {"steps": a.mujoco_steps, "warmup": 2}
     runs["mujoco_procedural"] = bench("mujoco", None, "procedural", **muj)
     runs["mujoco_real"] = bench("mujoco", real, src, **muj)
