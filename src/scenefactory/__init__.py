@@ -12,8 +12,8 @@ if _sys.platform.startswith("linux") and not _os.environ.get("DISPLAY"):
 
 # torch's and numba's parallel loops share one OpenMP runtime (libgomp), read when torch is first
 # imported. Its idle threads spin before they sleep: with as many threads as cores and another busy
-# process on the machine, a driving step (dozens of parallel regions) ran 3 to 40 times slower on two
-# threads than on one, while threads that sleep at once stay at one thread's speed and cost about 12 %
+# process on the machine, a driving step (dozens of parallel regions) ran 2 to 50 times slower on two
+# threads than on one, while threads that sleep at once stay at one thread's speed and cost about 13 %
 # on an idle machine (benchmarks/results/thread_sharing.json). Set OMP_WAIT_POLICY=ACTIVE (or any
 # GOMP_SPINCOUNT) for a machine of your own.
 if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
