@@ -28,6 +28,7 @@ from scenefactory.go1.deploy.runner import OnnxPolicyRunner
 from scenefactory.go1.observations import FRAME_DIM, frame_dim
 from scenefactory.go1.terrain import column_kinds
 from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
+from scenefactory.rl.checkpoints import MAX_STAGE_BYTES, write_stage_checkpoint
 
 
 def tiny_spec(iterations: int = 2) -> Go1TrainSpec:
@@ -64,6 +65,37 @@ def test_resume_continues_and_refuses_other_settings(trained: Path, tmp_path: Pa
     other = replace(tiny_spec(3), seed=6)
     with pytest.raises(CheckpointError, match="'seed' differs"):
         Go1Trainer(other, out, nthread=1)
+
+
+def test_a_stage_checkpoint_resumes_the_run_with_a_fresh_optimizer(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file a long chain commits between sessions (``rl.checkpoints.write_stage_checkpoint``):
+    well under 1 MB, no optimizer moments or saved worlds; copied to a run's ``latest.pt`` it resumes
+    that run where it stopped, networks and learning rate as saved."""
+    src = trained / "checkpoints" / "latest.pt"
+    out = tmp_path / "resumed"
+    (out / "checkpoints").mkdir(parents=True)
+    size = write_stage_checkpoint(src, out / "checkpoints" / "latest.pt")
+    assert size == (out / "checkpoints" / "latest.pt").stat().st_size < MAX_STAGE_BYTES
+    stage = load_checkpoint(out / "checkpoints" / "latest.pt")
+    full = load_checkpoint(src)
+    assert "optimizer_state_dict" not in stage and "env_state" not in stage and stage["stage_checkpoint"]
+    assert stage["learning_rate"] == full["optimizer_state_dict"]["param_groups"][0]["lr"]
+    t = Go1Trainer(tiny_spec(3), out, nthread=1)
+    assert t.iteration == 2
+    assert "optimizer's moments start fresh" in capsys.readouterr().err
+    actor = t.alg.get_policy().state_dict()
+    assert all(torch.equal(actor[k], v) for k, v in full["actor_state_dict"].items())
+    assert t.alg.optimizer.param_groups[0]["lr"] == stage["learning_rate"]
+    t.run()
+    hist = json.loads((out / "history.json").read_text())
+    assert [h["iteration"] for h in hist] == [1, 2, 3]
+    # a checkpoint that is not a training checkpoint is refused, naming the field
+    del full["optimizer_state_dict"]
+    torch.save(full, tmp_path / "policy.pt")
+    with pytest.raises(CheckpointError, match="optimizer_state_dict"):
+        write_stage_checkpoint(tmp_path / "policy.pt", tmp_path / "stage.pt")
 
 
 def test_fine_tune_starts_from_the_checkpoint_and_resumes_as_itself(trained: Path, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ readable ``model_<it>.pt`` (:func:`scenefactory.checkpoint.load_checkpoint`).
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,11 +20,13 @@ from scenefactory.checkpoint import (
     LATEST,
     config_from_checkpoint,
     iteration_files,
+    load_checkpoint,
     require_finite_state,
     require_int,
     require_keys,
 )
 from scenefactory.errors import CheckpointError, warn
+from scenefactory.io import atomic_write_bytes
 from scenefactory.rl.ppo import PPOConfig, ppo_config_from_dict
 from scenefactory.rl.seeding import set_global_rng_state
 
@@ -114,7 +117,8 @@ def restore_worlds(path: str | os.PathLike[str], data: dict[str, Any], env: Any)
     ``False``, with a warning, for a checkpoint written before they were saved (the caller then
     continues from freshly reset worlds)."""
     if "env_state" not in data or "rng" not in data:
-        warn(f"{path} predates exact resume: training continues from freshly reset worlds")
+        why = "is a stage checkpoint" if data.get("stage_checkpoint") else "predates exact resume"
+        warn(f"{path} {why}: training continues from freshly reset worlds")
         return False
     try:
         env.load_state_dict(data["env_state"])
@@ -129,3 +133,40 @@ def saved_sum(data: dict[str, Any], keys: Sequence[str], like: torch.Tensor) -> 
     checkpoint has, or ``like`` when it has none of ``like``'s shape."""
     saved = next((data[k] for k in keys if k in data), None)
     return saved.clone() if isinstance(saved, torch.Tensor) and saved.shape == like.shape else like
+
+
+STAGE_KEEPS = (
+    "format", "task", "seed", "iteration", "env_steps", "obs_dim", "task_cfg", "ppo_cfg", "spec",
+    "history", "curriculum", "actor_state_dict", "critic_state_dict", "world_size", "torch_rng",
+    "env_rng",
+)  # fmt: skip
+"""What a stage checkpoint keeps of a training checkpoint: the networks, the counters, the configs,
+the history, the curriculum, torch's and the environment's generators; not the optimizer's moments,
+the saved worlds or the global generators saved with them."""
+MAX_STAGE_BYTES = 1_000_000
+"""A stage checkpoint must fit the repository's limit for committed checkpoints (1 MB)."""
+
+
+def write_stage_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> int:
+    """Write the stage checkpoint of training checkpoint ``src`` to ``dst`` (atomically) and return
+    its size in bytes: a long chain's stage committed to the repository so that a later session
+    resumes it (copied to ``OUT/<stage>/checkpoints/latest.pt``: the networks, counters, history,
+    curriculum and learning rate continue; the optimizer's moments, the worlds and the generators
+    start fresh, each with a warning). A :class:`CheckpointError` when ``src`` lacks what a resume
+    needs or the result is over :data:`MAX_STAGE_BYTES`."""
+    data = load_checkpoint(Path(src))
+    require_keys(data, src, ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iteration"))
+    opt = data["optimizer_state_dict"]
+    groups = opt.get("param_groups") if isinstance(opt, dict) else None
+    if not groups or "lr" not in groups[0]:
+        raise CheckpointError(f"{src}: checkpoint field 'optimizer_state_dict' has no learning rate")
+    stage = {k: data[k] for k in STAGE_KEEPS if k in data}
+    stage["stage_checkpoint"] = True
+    stage["learning_rate"] = float(groups[0]["lr"])
+    buf = io.BytesIO()
+    torch.save(stage, buf)
+    size = len(buf.getvalue())
+    if size > MAX_STAGE_BYTES:
+        raise CheckpointError(f"{src}: its stage checkpoint is {size:,} bytes, over {MAX_STAGE_BYTES:,}")
+    atomic_write_bytes(dst, buf.getvalue())
+    return size

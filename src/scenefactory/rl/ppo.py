@@ -20,6 +20,8 @@ from rsl_rl.env import VecEnv as VecEnv
 from rsl_rl.models import MLPModel, RNNModel
 from tensordict import TensorDict
 
+from scenefactory.errors import warn
+
 Algorithm: TypeAlias = PPO | Distillation
 """An on-policy algorithm the runner (:mod:`scenefactory.rl.runner`) trains."""
 
@@ -255,8 +257,17 @@ def training_state(alg: Algorithm) -> dict[str, Any]:
 
 def load_training_state(alg: Algorithm, data: dict[str, Any]) -> None:
     """Load :func:`training_state` into ``alg`` strictly (every network and the optimizer); raises
-    ``RuntimeError``, ``KeyError`` or ``ValueError`` when the saved networks do not fit."""
+    ``RuntimeError``, ``KeyError`` or ``ValueError`` when the saved networks do not fit. A stage
+    checkpoint (``rl.checkpoints.write_stage_checkpoint``: no optimizer state) loads the networks and
+    the learning rate; the optimizer's moments start fresh."""
     if isinstance(alg, Distillation):
         alg.load(data, {"student": True, "teacher": True, "optimizer": True}, strict=True)
+    elif data.get("stage_checkpoint") and "optimizer_state_dict" not in data:
+        alg.load(data, {"actor": True, "critic": True}, strict=True)
+        warn("a stage checkpoint: the optimizer's moments start fresh (networks and learning rate continue)")
+        lr = float(data["learning_rate"])
+        alg.learning_rate = lr
+        for group in alg.optimizer.param_groups:
+            group["lr"] = lr
     else:
         alg.load(data, None, strict=True)
