@@ -4,7 +4,8 @@ vehicles reacting with the IDM) of log replay, constant velocity, IDM and a trai
 
 Every figure comes from the CLI (``benchmark wosac``, ``eval drive``), run here one after the other;
 the corpus is ``write_wosac_corpus(--scenes, --seed)`` (held out from the policy's training corpus when
-the seeds differ), converted with ``scenefactory convert``. Writes a result record
+the seeds differ), or with ``--shards DIR`` the scenario shards of your own WOMD copy, converted with
+``scenefactory convert``. Writes a result record
 (``scenefactory.result/1``) that the docs render.
 
     .venv/bin/python benchmarks/real_format_baselines.py --scenes 50 --seed 1 \\
@@ -84,13 +85,26 @@ def main() -> int:
     p.add_argument("--work", type=Path, default=Path("/tmp/scenefactory-real-format-baselines"))
     p.add_argument("--reuse-corpus", action="store_true")
     p.add_argument(
+        "--shards",
+        type=Path,
+        default=None,
+        help="a folder of your own WOMD scenario shards (*tfrecord*) in place of the generated corpus",
+    )
+    p.add_argument(
         "--out", type=Path, default=Path("benchmarks/results/experiments/real_format_baselines.json")
     )
     a = p.parse_args()
     loads: list[float] = [os.getloadavg()[0]]
     corpus, conv = a.work / "corpus", a.work / "converted"
     t0 = time.perf_counter()
-    if not (a.reuse_corpus and (conv / "json").is_dir()):
+    if a.shards is not None:  # your own copy: its shards as they are (--scenes is not used)
+        corpus = a.shards
+        shards = sorted(str(f) for f in corpus.iterdir() if "tfrecord" in f.name)
+        if not shards:
+            raise SystemExit(f"--shards {corpus}: no *tfrecord* files in it")
+        if not (a.reuse_corpus and (conv / "json").is_dir()):
+            cli(["--threads", "1", "convert", *shards, "--out", str(conv)], loads)
+    elif not (a.reuse_corpus and (conv / "json").is_dir()):
         write_wosac_corpus(corpus, a.scenes, a.seed)
         cli(["--threads", "1", "convert", str(corpus / SHARD), "--out", str(conv)], loads)
     common = ["--rollouts", str(a.rollouts), "--seed", str(a.seed), "--quiet"]
@@ -207,12 +221,17 @@ def main() -> int:
                 hb["goal_reach_rate"] == ref["goal_reach_rate"]
                 and hb["collision_rate"] == ref["collision_rate"]
             ), key
+    n_scenes = json.loads((a.work / "wosac" / "log" / "metrics.json").read_text())["scenarios"]
     record = {
         "schema": "scenefactory.result/1",
         "order": 30,
         "title": "Baselines on real-format scenes: WOSAC realism and human replay (log / reactive IDM)",
         "command": "python " + " ".join(shlex.quote(x) for x in sys.argv),
-        "seed": f"corpus write_wosac_corpus(count={a.scenes}, seed={a.seed}); sampling seed {a.seed}",
+        "seed": (
+            f"corpus write_wosac_corpus(count={a.scenes}, seed={a.seed}); sampling seed {a.seed}"
+            if a.shards is None
+            else f"the WOMD shards of {a.shards}; sampling seed {a.seed}"
+        ),
         "machine": {
             "cpu_count": os.cpu_count(),
             "processor": platform.processor() or platform.machine(),
@@ -222,8 +241,8 @@ def main() -> int:
         },
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "episodes": (
-            f"WOSAC: {a.scenes} scenarios x {a.rollouts} rollouts x 80 steps; human replay: the SDC of"
-            f" each of the {a.scenes} converted scenes on the {a.engine} engine (one agent-episode per scene)"
+            f"WOSAC: {n_scenes} scenarios x {a.rollouts} rollouts x 80 steps; human replay: the SDC of"
+            f" each of the {n_scenes} converted scenes on the {a.engine} engine (one agent-episode per scene)"
         ),
         "source": (
             f"measured by this command in {total_s / 60:.1f} min; the trained policy is {a.checkpoint},"

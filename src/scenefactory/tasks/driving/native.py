@@ -19,7 +19,13 @@ no closer within the TTC horizon than both objects' reaches (the larger of the h
 3-circle cover's extent ``L/3 + r``), with a margin of 1 % and 1 m, can neither overlap now nor meet
 within the horizon: its TTC is ``inf``, its DRAC 0 and it does not overlap, exactly what the full
 computation gives. The same holds for pairs with an inactive object. Most pairs of a scene are
-skipped this way: only those on a near-collision course are computed.
+skipped this way: only those on a near-collision course are computed. A first pass marks and counts
+the kept pairs per world; the second writes their circle pairs' values packed, world after world,
+so that torch takes the square roots of the kept pairs only (elementwise: each value is the one it
+takes in the torch path, wherever it sits); the third finishes TTC, DRAC and overlap.
+
+:func:`nearest_segment` finds each agent's nearest route segment the same way (the observation's
+other kernels are in ``native_obs`` and ``native_replay``).
 
 Compiled once per machine (``cache=True`` keeps the machine code in ``__pycache__``); the first call
 of a fresh checkout compiles for a few seconds.

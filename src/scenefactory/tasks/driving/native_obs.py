@@ -1,22 +1,21 @@
-"""The road observation as native CPU kernels (numba), threaded over worlds: each agent's ``k``
-nearest road points read from the road index's cells and written straight into the observation.
+"""The observation's heavy terms as native CPU kernels (numba), threaded over worlds: the road points,
+the neighbours, the route ahead, and the drivable field read for the off-road check.
 
-The torch path (:meth:`~scenefactory.tasks.driving.road_index.RoadPointIndex.nearest`, then
-:func:`~scenefactory.tasks.driving.observations.road_obs`) gathers every candidate of every query's
-search disc into a padded ``(W, A, L)`` batch (L the batch's largest disc, a few hundred to a few
-thousand points), sorts out the ``k`` smallest with ``topk`` and gathers their features: most of a
-kinematic step on real maps. Here one pass per agent walks the disc's row runs of cells in the same
-order, keeps the ``k`` nearest in a small insertion buffer, and a second pass writes the features.
-
-**Same numbers as the torch path.** Squared distances, ego-frame coordinates and tangents are the
-torch path's float32 operations in its order (no fast-math: nothing is fused); ``cos``/``sin`` of the
-heading and the square roots of the ``k`` kept distances are taken from torch (MKL's square root is
-not always the correctly rounded one numba would take). The search disc is computed as the torch
+**Road points.** The torch path (:meth:`~scenefactory.tasks.driving.road_index.RoadPointIndex.nearest`,
+then :func:`~scenefactory.tasks.driving.observations.road_obs`) gathers every candidate of every
+query's search disc into a padded ``(W, A, L)`` batch (L the batch's largest disc), selects the ``k``
+smallest and gathers their features: most of a kinematic step on real maps. Here one pass per agent
+walks the disc's rows of cells, nearest row first, pruning rows and columns that lie farther than the
+``k``-th distance found so far (float64, a centimetre of margin), and keeps the ``k`` nearest in a
+small sorted buffer; a second pass writes the features. The search disc is computed as the torch
 path computes it; it only decides which points are read, and the index is exact for any disc that
-covers it (``road_index``'s module docstring). Where two candidates are exactly equally far, the one
-read first is kept first; ``topk`` leaves such ties in an unspecified order, so observations agree
-bit for bit except for the order of points at exactly equal distances
-(``tests/tasks/test_native_road.py`` checks both).
+covers it (``road_index``'s module docstring).
+
+**Same numbers as the torch path, bit for bit** (``tests/tasks/test_native_obs.py``). Squared
+distances, ego-frame coordinates, tangents, features are the torch path's float32 operations in its
+order (no fast-math: nothing is fused); ``cos``/``sin`` and square roots are taken from torch (MKL's
+square root is not always the correctly rounded one numba would take). Equal distances are ordered
+by point (object) id in both paths (``geometry.smallest_k``), which is the order read here.
 """
 
 from __future__ import annotations
