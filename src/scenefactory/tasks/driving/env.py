@@ -403,6 +403,12 @@ class DrivingEnv:
         """Current observations (W, K, D)."""
         return self._obs
 
+    @property
+    def _native(self) -> bool:
+        """Whether the native CPU kernels run (``cfg.native_kernels`` on a CPU; the same numbers as
+        the torch path, ``tasks.driving.native``, ``native_obs``, ``native_replay``)."""
+        return self.cfg.native_kernels and self.device.type == "cpu"
+
     def _objects(self, st: VehicleState) -> Objects:
         """Every object of each world, (W, M, ...): the K controlled agents, then the replayed ones
         observed at the current step, packed in their order (``pairs.observed_objects``: M - K is the
@@ -411,7 +417,7 @@ class DrivingEnv:
         own = (st.pos_xy, st.yaw, st.vel_xy, self.length, self.width, self.active)
         if not self.num_replay:
             return own
-        if self.replay_idm is None and self.cfg.native_kernels and self.device.type == "cpu":
+        if self.replay_idm is None and self._native:
             if self._native_objects is None:  # the same tensors, packed in one pass (native_replay)
                 self._native_objects = NativeObjects(self.pool)
             return self._native_objects(own, self.scene_id, self.step_count)
@@ -436,7 +442,7 @@ class DrivingEnv:
         object: the fused native kernel on a CPU (``cfg.native_kernels``), torch otherwise; the same
         numbers bit for bit (``tasks.driving.native``)."""
         k, horizon = self.agents_per_world, self.cfg.observations.ttc_horizon_s
-        if self.cfg.native_kernels and self.device.type == "cpu":
+        if self._native:
             return agent_interactions(*objs, k, horizon)
         ttc, drac = agent_ttc_drac(*objs, k, horizon)
         over = agent_box_overlap(objs[0], objs[1], objs[3], objs[4], objs[5], k) if overlap else None
@@ -674,7 +680,7 @@ class DrivingEnv:
     def _project(self, pos_xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Each agent's projection on its route (``geometry.project_on_segments``; its nearest segment
         found natively on a CPU with ``cfg.native_kernels``, the same numbers)."""
-        if self.cfg.native_kernels and self.device.type == "cpu":
+        if self._native:
             near2, seg_idx = native_nearest_segment(pos_xy, self.route_segs)
             return project_at_segment(pos_xy, self.route_segs, near2, seg_idx)
         return project_on_segments(pos_xy, self.route_segs)
@@ -682,7 +688,7 @@ class DrivingEnv:
     def _offroad_field(self, corners: torch.Tensor) -> torch.Tensor:
         """The drivable field (m) at each agent's box corners ``(W, K, 4, 2)`` → ``(W, K, 4)`` (natively
         on a CPU with ``cfg.native_kernels``, the same numbers)."""
-        if self.cfg.native_kernels and self.device.type == "cpu":
+        if self._native:
             if self._native_grid is None:
                 self._native_grid = NativeGridSample(self.pool.grids)
             w, k = corners.shape[:2]
@@ -694,7 +700,7 @@ class DrivingEnv:
         """The road term: each agent's nearest road points from the pool's spatial index (the native
         kernels of ``tasks.driving.native_obs`` on a CPU with ``cfg.native_kernels``)."""
         oc, roads = self.cfg.observations, self.pool.roads
-        if self.cfg.native_kernels and self.device.type == "cpu":  # the same numbers (native_obs)
+        if self._native:  # the same numbers (native_obs)
             if self._native_road is None:
                 self._native_road = NativeRoadObs(roads)
             road = self._native_road
@@ -717,9 +723,8 @@ class DrivingEnv:
             proj = self._project(st.pos_xy)
         s_now, lateral, tangent_yaw = proj[0], proj[1], proj[2]
         goal_ego = world_to_ego(self.goal_xy, st.pos_xy, st.yaw)
-        native = cfg.native_kernels and self.device.type == "cpu"  # the same numbers (native_obs)
-        neighbors = native_neighbor_obs if native else obs_terms.neighbor_obs
-        lookahead = native_route_lookahead_obs if native else obs_terms.route_lookahead_obs
+        neighbors = native_neighbor_obs if self._native else obs_terms.neighbor_obs
+        lookahead = native_route_lookahead_obs if self._native else obs_terms.route_lookahead_obs
         time_left = 1.0 - self.step_count.float() / cfg.max_steps
         parts = [
             obs_terms.ego_obs(
