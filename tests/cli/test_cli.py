@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli import main
 from scenefactory.errors import CheckpointError
-from scenefactory.io import atomic_write_bytes
+from scenefactory.io import atomic_write_bytes, write_json
 from scenefactory.rl.driving import load_policy
 from scenefactory.rl.driving_spec import TrainSpec
 from scenefactory.rl.ppo import PPOConfig
@@ -215,6 +216,21 @@ def test_recurrent_driving_actors_are_refused(trained: Path, tmp_path: Path) -> 
     torch.save(data, path)
     with pytest.raises(CheckpointError, match=r"gru\.pt: a recurrent \(gru\) driving actor"):
         load_policy(path)
+
+
+def test_atomic_writes_get_a_plain_files_permissions(tmp_path: Path) -> None:
+    """Not the owner-only 0o600 of the temporary file they are written through."""
+    old = os.umask(0o022)
+    try:
+        atomic_write_bytes(tmp_path / "a.pt", b"x")
+        write_json(tmp_path / "b.json", {"x": 1})
+        assert (tmp_path / "a.pt").stat().st_mode & 0o777 == 0o644
+        assert (tmp_path / "b.json").stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        atomic_write_bytes(tmp_path / "c.pt", b"x")
+        assert (tmp_path / "c.pt").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
 
 
 def test_atomic_write_keeps_the_old_file_when_the_write_fails(
