@@ -26,6 +26,7 @@ from scenefactory.go1.recipes import GO1_RECIPES, Go1Recipe, Start
 from scenefactory.go1.train import load_go1_policy
 from scenefactory.jobs import demo, drive
 from scenefactory.jobs.recipes import DRIVE_RECIPES
+from scenefactory.rl.checkpoints import write_stage_checkpoint
 
 PARSER = cli.build_parser()
 
@@ -281,14 +282,23 @@ def test_real_format_recipe_needs_scenes(tmp_path: Path, capsys: pytest.CaptureF
     assert "give --scenes DIR" in capsys.readouterr().err
 
 
+CHAIN_ARGV = ["--threads", "1", "train", "go1", "--recipe", "whole-body", "--iterations", "1", "--envs", "4"]
+
+
+@pytest.fixture(scope="module")
+def wb_chain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The whole-body chain at one iteration per stage on 4 robots."""
+    out = tmp_path_factory.mktemp("chain") / "wb"
+    assert cli.main([*CHAIN_ARGV, "--out", str(out)]) == 0
+    return out
+
+
 @pytest.mark.slow
-def test_whole_body_chain_runs_each_stage_from_the_one_before(tmp_path: Path) -> None:
+def test_whole_body_chain_runs_each_stage_from_the_one_before(wb_chain: Path) -> None:
     """One iteration per stage on 4 robots: stage 2 starts from stage 1's actor alone (as the shipped
     chain started from the exported go1_robust.pt), stage 3 from stage 2's training checkpoint, and
     the last stage trains the shipped policy's task (the robot count aside)."""
-    out = tmp_path / "wb"
-    argv = ["--threads", "1", "train", "go1", "--recipe", "whole-body", "--iterations", "1", "--envs", "4"]
-    assert cli.main([*argv, "--out", str(out)]) == 0
+    out = wb_chain
     folders = chain.stage_folders(out, GO1_RECIPES["whole-body"])
     assert [f.name for f in folders] == ["1-velocity", "2-whole-body", "3-pure-turn"]
     specs = [json.loads((f / "config.json").read_text()) for f in folders]
@@ -298,6 +308,42 @@ def test_whole_body_chain_runs_each_stage_from_the_one_before(tmp_path: Path) ->
     last = load_go1_policy(folders[2] / "checkpoints" / "model_1.pt")
     assert last.task_cfg == replace(load_go1_policy(SHIPPED_POLICY).task_cfg, num_envs=4)
     assert json.loads((out / "recipe.json").read_text())["name"] == "whole-body"
+
+
+@pytest.mark.slow
+def test_a_chain_goes_on_from_a_committed_stage_checkpoint(
+    wb_chain: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """How a later session goes on (``stages/README.md``): stage 2's stage checkpoint, given to a
+    fresh ``--out`` with ``--from-stage whole-body --stage-checkpoint FILE``, becomes that stage's
+    start; at its last iteration it trains nothing, its ``model_1.pt`` is the stage file, and stage
+    3 trains from that. The same command again resumes from the folder's own checkpoints."""
+    recipe = GO1_RECIPES["whole-body"]
+    done = chain.stage_folders(wb_chain, recipe)
+    stage_file = tmp_path / "2-whole-body.pt"
+    write_stage_checkpoint(done[1] / "checkpoints" / "latest.pt", stage_file)
+    out = tmp_path / "again"
+    argv = [*CHAIN_ARGV, "--out", str(out), "--from-stage", "whole-body"]
+    assert cli.main([*argv, "--stage-checkpoint", str(stage_file)]) == 0
+    assert f"2-whole-body resumes from {stage_file} (iteration 1)" in capsys.readouterr().err
+    folders = chain.stage_folders(out, recipe)
+    assert not folders[0].exists()
+    second = load_checkpoint(folders[1] / "checkpoints" / "model_1.pt")
+    assert second["stage_checkpoint"] and second["iteration"] == 1
+    third = json.loads((folders[2] / "config.json").read_text())
+    assert third["init_from"] == str(folders[1] / "checkpoints" / "model_1.pt")
+    assert load_checkpoint(folders[2] / "checkpoints" / "latest.pt")["iteration"] == 1
+    assert json.loads((out / "recipe.json").read_text())["stage_checkpoint"] == str(stage_file)
+    assert cli.main([*argv, "--stage-checkpoint", str(stage_file)]) == 0
+    assert "already holds checkpoints: resuming from them" in capsys.readouterr().err
+    # a training checkpoint is not a stage file; --init-from beside it, or no --from-stage, is refused
+    full = done[1] / "checkpoints" / "latest.pt"
+    assert cli.main([*argv, "--stage-checkpoint", str(full), "--out", str(tmp_path / "x")]) != 0
+    assert "not a stage checkpoint" in capsys.readouterr().err
+    assert cli.main([*argv, "--stage-checkpoint", str(stage_file), "--init-from", str(full)]) == 2
+    assert "give no --init-from" in capsys.readouterr().err
+    assert cli.main([*CHAIN_ARGV, "--out", str(out), "--stage-checkpoint", str(stage_file)]) == 2
+    assert "resumes the --from-stage stage" in capsys.readouterr().err
 
 
 def test_the_parser_reads_recipes_without_the_go1_stack() -> None:

@@ -217,18 +217,28 @@ def train(args: argparse.Namespace) -> int:
     with ``--recipe NAME`` over that named recipe's stages (``go1.recipes.overridden``)."""
     options = given_fields(args, RECIPE_FLAGS)
     sizes = {k: getattr(args, k) for k in ("envs", "iterations", "seed") if hasattr(args, k)}
-    if args.recipe is None and args.from_stage is not None:
+    if args.recipe is None and (args.from_stage is not None or args.stage_checkpoint is not None):
         raise UserError("--from-stage names a stage of --recipe NAME: give the recipe")
     if args.recipe is not None:
         named = go1_recipe(args.recipe)  # before the Go1 stack loads: a wrong name is refused at once
         first = 0 if args.from_stage is None else stage_index(named, args.from_stage)
         init = options.pop("init_from", None) if args.from_stage is not None else None
-        check_start(named, first, init)
+        if args.stage_checkpoint is not None and (args.from_stage is None or init is not None):
+            raise UserError("--stage-checkpoint FILE resumes the --from-stage stage: give no --init-from")
+        if args.stage_checkpoint is None:
+            check_start(named, first, init)
+        elif not args.stage_checkpoint.is_file():
+            raise UserError(f"--stage-checkpoint {args.stage_checkpoint}: file not found")
         from scenefactory.go1 import chain  # when the command runs: start-up time (module docstring)
 
         recipe = overridden(named, options, **sizes)
         run = chain.Go1RecipeArgs(
-            out=args.out, recipe=recipe, physics=physics(args), first_stage=first, init_from=init
+            out=args.out,
+            recipe=recipe,
+            physics=physics(args),
+            first_stage=first,
+            init_from=init,
+            stage_checkpoint=args.stage_checkpoint,
         )
         print(f"checkpoint: {chain.train_recipe(run)}")
         return 0

@@ -6,6 +6,7 @@ cannot say (help text, checked type, flag name). ``cli.go1`` maps them onto the 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from scenefactory.bounds import (
     MAX_ENVS,
@@ -207,6 +208,14 @@ def add_train_flags(t: argparse.ArgumentParser) -> None:
         metavar="STAGE",
         help="with --recipe: start at this stage, from --init-from CKPT instead of the stage before "
         "(e.g. --recipe whole-body --from-stage whole-body --init-from go1_robust.pt)",
+    )
+    t.add_argument(
+        "--stage-checkpoint",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --recipe and --from-stage, in place of --init-from: resume that stage from a committed "
+        "stage checkpoint (stages/README.md lists them and their commands)",
     )
     t.add_argument("--list-recipes", action=ListAction, listing=listing, help="list the recipes and exit")
     add_flags(t, RecipeOptions, RECIPE_FLAGS)

@@ -8,11 +8,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from scenefactory.checkpoint import LATEST, load_checkpoint
 from scenefactory.engines.mjwarp import PhysicsBackend
-from scenefactory.errors import UserError
+from scenefactory.errors import CheckpointError, UserError
 from scenefactory.go1.jobs import Go1TrainArgs, save_actor_only, train
 from scenefactory.go1.recipes import Go1Recipe, Start, check_start
-from scenefactory.io import write_json
+from scenefactory.io import atomic_write_bytes, write_json
+from scenefactory.rl.checkpoints import resume_path
 from scenefactory.rl.distributed import ranks_from_environ
 
 
@@ -30,6 +32,10 @@ class Go1RecipeArgs:
     """With ``first_stage``: the checkpoint that stage starts from in place of the stage before's
     (a training checkpoint, or a policy file; only its actor is read where the stage starts from
     the previous actor alone)."""
+    stage_checkpoint: Path | None = None
+    """With ``first_stage``, in place of ``init_from``: a committed stage checkpoint of that stage
+    (``rl.checkpoints.write_stage_checkpoint``, ``stages/README.md``) which the stage resumes from
+    (copied to its ``latest.pt`` when its folder holds no checkpoint yet)."""
 
 
 def stage_folders(out: Path, recipe: Go1Recipe) -> list[Path]:
@@ -64,16 +70,23 @@ def train_recipe(args: Go1RecipeArgs) -> Path:
             "train each stage with its own command (go1.recipes lists them)"
         )
     first, last = args.first_stage, args.init_from
-    check_start(recipe, first, last)
+    folders = stage_folders(out, recipe)
+    resumed_init: str | None = None
+    if args.stage_checkpoint is None:
+        check_start(recipe, first, last)
+    else:
+        resumed_init = _place_stage_checkpoint(args.stage_checkpoint, folders[first])
     out.mkdir(parents=True, exist_ok=True)
     record = {**_recipe_json(recipe), "first_stage": first, "init_from": None if last is None else str(last)}
+    record["stage_checkpoint"] = None if args.stage_checkpoint is None else str(args.stage_checkpoint)
     write_json(out / "recipe.json", record)
-    folders = stage_folders(out, recipe)
     for k, (stage, folder) in enumerate(zip(recipe.stages, folders, strict=True), 1):
         if k - 1 < first:
             continue  # --from-stage: started from init_from instead
         init: Path | None = None
-        if stage.start is Start.CHECKPOINT:
+        if args.stage_checkpoint is not None and k - 1 == first:
+            init = None if resumed_init is None else Path(resumed_init)  # the stage's own start, as saved
+        elif stage.start is Start.CHECKPOINT:
             init = last
         elif stage.start is Start.ACTOR:
             assert last is not None  # Go1Recipe: only the first stage starts fresh; check_start
@@ -97,6 +110,8 @@ def train_recipe(args: Go1RecipeArgs) -> Path:
             )
         )
         last = trainer.ckpt_dir / f"model_{stage.iterations}.pt"
+        if not last.is_file() and trainer.iteration == stage.iterations:  # resumed at its end (a stage file)
+            atomic_write_bytes(last, (trainer.ckpt_dir / LATEST).read_bytes())
         if not last.is_file():
             raise UserError(
                 f"--recipe {recipe.name}: stage {stage.name} ended without {last} (its folder holds "
@@ -104,3 +119,27 @@ def train_recipe(args: Go1RecipeArgs) -> Path:
             )
     assert last is not None
     return last
+
+
+def _place_stage_checkpoint(path: Path, folder: Path) -> str | None:
+    """Put the stage checkpoint ``path`` where stage ``folder`` resumes from (its ``latest.pt``),
+    unless the folder already holds a checkpoint (a resumed stage: its own newer one is used, as
+    printed); returns the ``init_from`` the stage's run was started with (its saved spec's), which a
+    resumed run must repeat."""
+    data = load_checkpoint(path)
+    if not data.get("stage_checkpoint"):
+        raise CheckpointError(
+            f"--stage-checkpoint {path}: not a stage checkpoint (written by "
+            "rl.checkpoints.write_stage_checkpoint; for a policy or training checkpoint use --init-from)"
+        )
+    spec = data.get("spec")
+    init = spec.get("init_from") if isinstance(spec, dict) else None
+    if init is not None and not isinstance(init, str):
+        raise CheckpointError(f"--stage-checkpoint {path}: its field 'spec.init_from' is not a path")
+    if resume_path(folder) is None:
+        atomic_write_bytes(folder / "checkpoints" / LATEST, path.read_bytes())
+        note = f"{folder.name} resumes from {path} (iteration {data.get('iteration')})"
+    else:
+        note = f"{folder} already holds checkpoints: resuming from them, not {path}"
+    print(f"train go1: {note}", file=sys.stderr)
+    return init

@@ -56,6 +56,7 @@ from scenefactory.rl.ppo import (
     build_actor,
     construct_distillation,
     construct_ppo,
+    load_training_state,
     saved_ppo_dict,
 )
 from scenefactory.rl.runner import OnPolicyRunner, Rollout, RunnerHooks, RunSettings
@@ -521,7 +522,7 @@ class Go1Trainer(OnPolicyRunner[dict[str, Any]]):
             )
         try:
             if full:
-                alg.load(data, None, strict=True)
+                load_training_state(alg, data)  # a stage checkpoint: fresh optimizer moments
             else:  # a distilled student, another critic or actor width: the actor, a fresh optimizer
                 actor.load_state_dict(actor_state, strict=True)
                 if same_critic:  # the actor gained inputs (the height scan): the critic is kept

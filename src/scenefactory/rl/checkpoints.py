@@ -8,7 +8,6 @@ readable ``model_<it>.pt`` (:func:`scenefactory.checkpoint.load_checkpoint`).
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from scenefactory.checkpoint import (
     config_from_checkpoint,
     iteration_files,
     load_checkpoint,
+    pack_stage,
     require_finite_state,
     require_int,
     require_keys,
@@ -150,10 +150,12 @@ MAX_STAGE_BYTES = 1_000_000
 def write_stage_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> int:
     """Write the stage checkpoint of training checkpoint ``src`` to ``dst`` (atomically) and return
     its size in bytes: a long chain's stage committed to the repository so that a later session
-    resumes it (copied to ``OUT/<stage>/checkpoints/latest.pt``: the networks, counters, history,
-    curriculum and learning rate continue; the optimizer's moments, the worlds and the generators
-    start fresh, each with a warning). A :class:`CheckpointError` when ``src`` lacks what a resume
-    needs or the result is over :data:`MAX_STAGE_BYTES`."""
+    resumes it (``train go1 --recipe NAME --from-stage STAGE --stage-checkpoint FILE``: the networks,
+    counters, history, curriculum and learning rate continue; the optimizer's moments and the worlds
+    start fresh, each with a warning). The weight matrices are stored in float16 and the file
+    compressed (:func:`scenefactory.checkpoint.pack_stage`; reading restores float32), so the run
+    resumes from weights rounded by at most 2^-11 of their size. A :class:`CheckpointError` when
+    ``src`` lacks what a resume needs or the result is over :data:`MAX_STAGE_BYTES`."""
     data = load_checkpoint(Path(src))
     require_keys(data, src, ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iteration"))
     opt = data["optimizer_state_dict"]
@@ -163,10 +165,8 @@ def write_stage_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[s
     stage = {k: data[k] for k in STAGE_KEEPS if k in data}
     stage["stage_checkpoint"] = True
     stage["learning_rate"] = float(groups[0]["lr"])
-    buf = io.BytesIO()
-    torch.save(stage, buf)
-    size = len(buf.getvalue())
-    if size > MAX_STAGE_BYTES:
-        raise CheckpointError(f"{src}: its stage checkpoint is {size:,} bytes, over {MAX_STAGE_BYTES:,}")
-    atomic_write_bytes(dst, buf.getvalue())
-    return size
+    blob = pack_stage(stage)
+    if len(blob) > MAX_STAGE_BYTES:
+        raise CheckpointError(f"{src}: its stage checkpoint is {len(blob):,} bytes, over {MAX_STAGE_BYTES:,}")
+    atomic_write_bytes(dst, blob)
+    return len(blob)
