@@ -116,6 +116,8 @@ def test_the_longest_terrain_stages_fit_the_stage_limit(
     start.touch()  # train_spec checks a fine-tune's start exists; the trainer below starts fresh
     spec = go1_recipe.train_spec(2, picked.iterations, 0, replace(picked.options, init_from=start))
     t = Go1Trainer(replace(spec, init_from=None), tmp_path / "run", nthread=1)
+    assert t.env.curriculum is not None
+    t.env.curriculum.levels[...] = [t.env.curriculum.num_levels - 1, 1]  # reached levels, kept by the stage
     row = json.loads((trained / "history.json").read_text())[-1]
     gen = np.random.default_rng(0)
 
@@ -130,6 +132,12 @@ def test_the_longest_terrain_stages_fit_the_stage_limit(
     size = write_stage_checkpoint(tmp_path / "full.pt", tmp_path / "stage.pt")
     assert 0.5 * MAX_STAGE_BYTES < size <= MAX_STAGE_BYTES
     assert len(load_checkpoint(tmp_path / "stage.pt")["history"]) == picked.iterations
+    resumed = tmp_path / "resumed" / "checkpoints"
+    resumed.mkdir(parents=True)
+    (resumed / "latest.pt").write_bytes((tmp_path / "stage.pt").read_bytes())
+    again = Go1Trainer(replace(spec, init_from=None), resumed.parent, nthread=1)
+    assert again.env.curriculum is not None and again.iteration == 0
+    assert again.env.curriculum.levels.tolist() == t.env.curriculum.levels.tolist()
 
 
 def test_fine_tune_starts_from_the_checkpoint_and_resumes_as_itself(trained: Path, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -328,10 +329,15 @@ class Go1Hooks(RunnerHooks[dict[str, Any]]):
         }
 
     def restore_draws(self, path: Path, data: dict[str, Any]) -> None:
-        """The robots' draws and the curriculum continue."""
+        """The robots' draws and the curriculum continue; from a stage checkpoint the robots also
+        take up their saved terrain levels (``rl.checkpoints.STAGE_WORLD_KEEPS``)."""
         require_keys(data, path, ("env_rng", "curriculum"))
         self.env.rng.bit_generator.state = data["env_rng"]
         load_curriculum(self.env, data)
+        if data.get("stage_checkpoint"):
+            note = carry_terrain_levels(self.env, self.spec.task.terrain, data)
+            if note is not None and self.ranks.main:
+                print(f"train go1: {note}", file=sys.stderr, flush=True)
 
 
 def load_curriculum(env: Go1Env, data: dict[str, Any]) -> None:

@@ -143,6 +143,10 @@ STAGE_KEEPS = (
 """What a stage checkpoint keeps of a training checkpoint: the networks, the counters, the configs,
 the history, the curriculum, torch's and the environment's generators; not the optimizer's moments,
 the saved worlds or the global generators saved with them."""
+STAGE_WORLD_KEEPS = (("terrain", "levels"),)
+"""The parts of the saved worlds (``env_state``) a stage checkpoint keeps: the slow-growing ones a
+fresh start would take hundreds of iterations to regrow (Go1's terrain curriculum, one level per
+robot). A stage's ``env_state`` holds only these, and no ``rng``: it restores no worlds."""
 MAX_STAGE_BYTES = 1_000_000
 """A stage checkpoint must fit the repository's limit for committed checkpoints (1 MB)."""
 
@@ -150,12 +154,13 @@ MAX_STAGE_BYTES = 1_000_000
 def write_stage_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> int:
     """Write the stage checkpoint of training checkpoint ``src`` to ``dst`` (atomically) and return
     its size in bytes: a long chain's stage committed to the repository so that a later session
-    resumes it (``train go1 --recipe NAME --from-stage STAGE --stage-checkpoint FILE``: the networks,
-    counters, history, curriculum and learning rate continue; the optimizer's moments and the worlds
-    start fresh, each with a warning). The weight matrices are stored in float16 and the file
-    compressed (:func:`scenefactory.checkpoint.pack_stage`; reading restores float32), so the run
-    resumes from weights rounded by at most 2^-11 of their size. A :class:`CheckpointError` when
-    ``src`` lacks what a resume needs or the result is over :data:`MAX_STAGE_BYTES`."""
+    resumes it (``train go1 --recipe NAME --from-stage STAGE --stage-checkpoint FILE``): the
+    networks, counters, history, curriculum, learning rate and :data:`STAGE_WORLD_KEEPS` of the
+    worlds continue; the optimizer's moments and the rest of the worlds start fresh, each with a
+    warning. The weight matrices are stored in float16 and the file compressed
+    (:func:`scenefactory.checkpoint.pack_stage`; reading restores float32), so the run resumes from
+    weights rounded by at most 2^-11 of their size. A :class:`CheckpointError` when ``src`` lacks
+    what a resume needs or the result is over :data:`MAX_STAGE_BYTES`."""
     data = load_checkpoint(Path(src))
     require_keys(data, src, ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iteration"))
     opt = data["optimizer_state_dict"]
@@ -165,6 +170,13 @@ def write_stage_checkpoint(src: str | os.PathLike[str], dst: str | os.PathLike[s
     stage = {k: data[k] for k in STAGE_KEEPS if k in data}
     stage["stage_checkpoint"] = True
     stage["learning_rate"] = float(groups[0]["lr"])
+    worlds: dict[str, Any] = {}
+    for part, name in STAGE_WORLD_KEEPS:
+        saved = data.get("env_state", {}).get(part)
+        if isinstance(saved, dict) and name in saved:
+            worlds.setdefault(part, {})[name] = saved[name]
+    if worlds:
+        stage["env_state"] = worlds
     blob = pack_stage(stage)
     if len(blob) > MAX_STAGE_BYTES:
         raise CheckpointError(f"{src}: its stage checkpoint is {len(blob):,} bytes, over {MAX_STAGE_BYTES:,}")
