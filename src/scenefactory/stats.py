@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
+from scipy import stats as scipy_stats
 
 Z95 = 1.959963984540054
 
@@ -30,3 +32,20 @@ def mean_interval(values: torch.Tensor) -> tuple[float, float, float]:
         return mean, mean, mean
     half = Z95 * float(values.double().std()) / math.sqrt(n)
     return mean, mean - half, mean + half
+
+
+def t_interval(
+    values: Sequence[float], low: float = -math.inf, high: float = math.inf
+) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of ``values`` (one per training seed) with a Student-t 95 % interval
+    (n − 1 degrees of freedom), clipped to ``[low, high]`` where the quantity is bounded (a rate's
+    [0, 1], a difference of rates' [−1, 1]); a point for one value, NaNs for none."""
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    mean = math.fsum(values) / n
+    if n == 1:
+        return mean, mean, mean
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(scipy_stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return mean, max(low, mean - half), min(high, mean + half)

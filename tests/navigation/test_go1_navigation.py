@@ -182,12 +182,25 @@ def test_quick_experiment_reports_every_method_and_grounding_beats_the_point_mas
 
 def test_history_vs_none_verdict_needs_both_intervals_above_zero() -> None:
     """The comparison: pooled Wald and seed-paired t intervals; 'better' only when both exclude 0."""
-    from scenefactory.experiments.go1_navigation_report import _difference, t_interval
+    from scenefactory.experiments.go1_navigation_report import _cell, _difference
+    from scenefactory.stats import t_interval
 
     m, lo, hi = t_interval([0.5, 0.7, 0.6])
     assert m == pytest.approx(0.6) and (lo, hi) == pytest.approx(
-        (0.6 - 4.303 * 0.1 / math.sqrt(3), 0.6 + 4.303 * 0.1 / math.sqrt(3))
+        (0.6 - 4.303 * 0.1 / math.sqrt(3), 0.6 + 4.303 * 0.1 / math.sqrt(3)), abs=1e-4
     )
+    # a rate's interval stays in [0, 1]: four seeds succeed everywhere, one nowhere (the 5-seed dr row)
+    four_of_five = [1.0, 1.0, 1.0, 1.0, 0.0]
+    assert t_interval(four_of_five, 0.0, 1.0)[2] == 1.0 < t_interval(four_of_five)[2]
+    fit = {"heldout": {"grounded": {"rollout10_pos_err_m": 0.1}, "point_mass": {"rollout10_pos_err_m": 0.2}}}
+    rows = [
+        {"method": "dr", "budget_minutes": 0.0, "seed": s, "fit": fit, "abstract": {"success": [True]},
+         "go1": {"task": ["open"] * 2, "success": [ok] * 2, "time_s": [None] * 2, "collided": [False] * 2,
+                 "fell": [False] * 2}}
+        for s, ok in enumerate([True, True, True, True, False])
+    ]  # fmt: skip
+    low, high = _cell(rows, ["open"])["go1_success_seed_mean"]["ci"]
+    assert 0.0 <= low < 0.8 and high == 1.0
 
     def cell(rates: list[float], n: int) -> dict[str, object]:
         k = round(sum(rates) * n)

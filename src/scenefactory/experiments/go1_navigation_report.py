@@ -19,24 +19,7 @@ from scenefactory.evaluation.plots import save_png
 from scenefactory.experiments.base import ExperimentArgs
 from scenefactory.experiments.report import ResultsFile
 from scenefactory.io import atomic_write_text, write_json
-from scenefactory.stats import Z95, mean_interval, wilson_interval
-
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
-"""Two-sided 95 % Student-t quantiles for 1 … 10 degrees of freedom (more: the normal's)."""
-
-
-def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
-    """``(mean, low, high)`` of ``values`` with a Student-t 95 % interval (a point for one value)."""
-    n = len(values)
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    mean = sum(values) / n
-    if n == 1:
-        return mean, mean, mean
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    q = T95[n - 2] if n - 1 <= len(T95) else Z95
-    half = q * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
+from scenefactory.stats import Z95, mean_interval, t_interval, wilson_interval
 
 
 def _rate(flags: Sequence[bool]) -> dict[str, Any]:
@@ -53,7 +36,7 @@ def _cell(rows: list[dict[str, Any]], tasks: Sequence[str]) -> dict[str, Any]:
     seed_rates = [sum(r["go1"]["success"]) / len(r["go1"]["success"]) for r in rows]
     times = torch.tensor([t for t in go1["time_s"] if t is not None], dtype=torch.float64)
     t_mean, t_lo, t_hi = mean_interval(times)
-    m, lo, hi = t_interval(seed_rates)
+    m, lo, hi = t_interval(seed_rates, 0.0, 1.0)
     err = [r["fit"]["heldout"]["grounded"]["rollout10_pos_err_m"] for r in rows]
     return {
         "method": rows[0]["method"],
@@ -85,7 +68,7 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     paired = [
         ra - by_seed[s] for s, ra in zip(a["seeds"], a["go1_success_seed_rates"], strict=True) if s in by_seed
     ]
-    m, lo, hi = t_interval(paired)
+    m, lo, hi = t_interval(paired, -1.0, 1.0)
     verdict = "not resolved (the interval holds 0)"
     if lo > 0 and d - Z95 * se > 0:
         verdict = "better"

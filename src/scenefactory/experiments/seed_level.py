@@ -43,6 +43,7 @@ from scenefactory.experiments.results import (
 )
 from scenefactory.experiments.tables import METRIC_LABELS, fmt_interval, markdown_table
 from scenefactory.io import atomic_write_text, write_json
+from scenefactory.stats import t_interval as student_t_interval
 
 METRICS = SEED_FIGURES
 """The figures summarised per seed (where a cell has them)."""
@@ -66,9 +67,8 @@ def t_interval(values: Sequence[float]) -> TInterval:
     x = np.asarray(values, dtype=float)
     if x.size < 2:
         raise ValueError(f"a seed-level interval needs at least 2 seeds, got {x.size}")
-    half = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    m = float(x.mean())
-    return TInterval(m, (m - half, m + half), float(x.std(ddof=1)), int(x.size))
+    m, lo, hi = student_t_interval(x.tolist())
+    return TInterval(m, (lo, hi), float(x.std(ddof=1)), int(x.size))
 
 
 @dataclass(frozen=True)
