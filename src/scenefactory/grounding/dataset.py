@@ -59,7 +59,7 @@ def abstract_state(st: VehicleState) -> torch.Tensor:
     )
 
 
-class _OrnsteinUhlenbeck:
+class OrnsteinUhlenbeck:
     """Smooth random actions in [-1, 1]: a' = a + θ(μ − a)·dt + σ·√dt·ε, clipped."""
 
     def __init__(
@@ -108,7 +108,7 @@ def collect(
     env = DrivingEnv(task, scenes, engine=engine, seed=seed)
     g = torch.Generator().manual_seed(seed)
     world_kind = torch.tensor([POLICY_KINDS.index(kinds[w % len(kinds)]) for w in range(worlds)])
-    ou = _OrnsteinUhlenbeck((worlds, agents, 2), g)
+    ou = OrnsteinUhlenbeck((worlds, agents, 2), g)
     out.mkdir(parents=True, exist_ok=True)
     buf: dict[str, list[np.ndarray]] = {
         k: [] for k in ("state", "action", "next_state", "friction", "episode", "step", "policy", "reward")

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from scenefactory.engines.base import Engine
-from scenefactory.grounding.dataset import DATASET_FORMAT, STATE_FIELDS, _OrnsteinUhlenbeck, abstract_state
+from scenefactory.grounding.dataset import DATASET_FORMAT, STATE_FIELDS, OrnsteinUhlenbeck, abstract_state
 from scenefactory.io import atomic_write_bytes, write_json
 from scenefactory.vehicles.params import VehicleParams
 
@@ -59,7 +59,7 @@ def record_engine(
         mu = friction[0] + (friction[1] - friction[0]) * torch.rand(w, generator=g)
         engine.reset(all_worlds, pose, speed, torch.ones(w, k, dtype=torch.bool))
         engine.set_friction(all_worlds, mu)
-        ou = _OrnsteinUhlenbeck((w, k, 2), g)
+        ou = OrnsteinUhlenbeck((w, k, 2), g)
         active = torch.ones(w, k, dtype=torch.bool)
         with torch.no_grad():
             for t in range(episode_steps):

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -178,11 +178,25 @@ def grounded_step_fn(model: GroundedModel, generator: torch.Generator | None = N
     return step
 
 
-def _train(
+class MinibatchSettings(Protocol):
+    """What :func:`train_minibatches` reads of a fit's config (:class:`GroundConfig`, the
+    navigation fit's ``NavFitConfig``)."""
+
+    @property
+    def train_steps(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def lr(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def train_minibatches(
     params: list[torch.nn.Parameter],
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
     idx: torch.Tensor,
-    cfg: GroundConfig,
+    cfg: MinibatchSettings,
     label: str,
     progress: Progress | None,
 ) -> list[float]:
@@ -222,7 +236,7 @@ def _fit_deltas(
     def loss_fn(b: torch.Tensor) -> torch.Tensor:
         return (((net(feats[b]) - deltas[b]) / net.loss_scale) ** 2).mean()
 
-    curve = _train(list(net.parameters()), loss_fn, idx, cfg, label, progress)
+    curve = train_minibatches(list(net.parameters()), loss_fn, idx, cfg, label, progress)
     net.eval()
     return curve
 
@@ -280,7 +294,8 @@ def _fit_gat(
     def loss_fn(b: torch.Tensor) -> torch.Tensor:
         return ((inv(inv_feats[b]) - action[b]) ** 2).mean()
 
-    inv_curve = _train(list(inv.parameters()), loss_fn, torch.arange(n), cfg, "gat inverse", progress)
+    params = list(inv.parameters())
+    inv_curve = train_minibatches(params, loss_fn, torch.arange(n), cfg, "gat inverse", progress)
     inv.eval()
     return {"forward_losses": fwd, "inverse_losses": inv_curve, "sim_transitions": n, "alpha": model.alpha}
 
@@ -319,7 +334,7 @@ def _fit_history(
             loss = loss + cfg.latent_weight * ((z_next_hat[follow] - z_next) ** 2).mean()
         return loss
 
-    curve = _train(list(net.parameters()), loss_fn, idx, cfg, "history", progress)
+    curve = train_minibatches(list(net.parameters()), loss_fn, idx, cfg, "history", progress)
     net.eval()
     return {"losses": curve, "reward_head_trained": reward is not None}
 

@@ -85,7 +85,7 @@ def _rollout_loss(
     return total / horizon
 
 
-def _field_scale(h: Histories, idx: torch.Tensor) -> torch.Tensor:
+def field_scale(h: Histories, idx: torch.Tensor) -> torch.Tensor:
     """Spread of each field's one-step change (6,), positions sharing one scale."""
     d = h.next_state[idx] - h.states[idx, -1]
     d[:, 2] = wrap_angle(d[:, 2])
@@ -124,7 +124,7 @@ def identify(
     if len(starts) > max_windows:
         starts = np.sort(rng.choice(starts, max_windows, replace=False))
     idx = torch.from_numpy(starts)
-    scale = _field_scale(h, torch.from_numpy(np.flatnonzero(sel)))
+    scale = field_scale(h, torch.from_numpy(np.flatnonzero(sel)))
     nominal_rate = vehicle.max_steer_rate_radps
     losses: dict[int, float] = {}
     best: tuple[float, BicycleCorrection] | None = None

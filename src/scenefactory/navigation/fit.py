@@ -34,8 +34,8 @@ from scenefactory.dynamics.correctors import Method
 from scenefactory.dynamics.models import body_deltas
 from scenefactory.errors import UserError
 from scenefactory.grounding.fit import Histories, build_histories, evaluate, holdout_mask
-from scenefactory.grounding.ground import _train, select_budget
-from scenefactory.grounding.sysid import _field_scale, fit_windows
+from scenefactory.grounding.ground import select_budget, train_minibatches
+from scenefactory.grounding.sysid import field_scale, fit_windows
 from scenefactory.navigation.engine import DELAY, CommandLimits, UnicycleKnobs, delayed_command, unicycle_step
 from scenefactory.navigation.grounded import (
     ActionTransformed,
@@ -54,8 +54,8 @@ from scenefactory.navigation.grounded import (
 class NavFitConfig:
     """Settings of one fit (module docstring); ``budget`` in transitions (``None``: all training ones).
 
-    The fields :func:`~scenefactory.grounding.ground._train` reads (``train_steps``, ``batch_size``,
-    ``lr``, ``seed``) have its :class:`~scenefactory.grounding.ground.GroundConfig` names."""
+    The fields :func:`~scenefactory.grounding.ground.train_minibatches` reads (``train_steps``,
+    ``batch_size``, ``lr``, ``seed``: ``MinibatchSettings``) have ``GroundConfig``'s names."""
 
     method: Method = Method.HISTORY
     budget: int | None = None
@@ -142,7 +142,7 @@ def identify(
     if len(starts) > cfg.sysid_windows:
         starts = np.sort(np.random.default_rng(cfg.seed).choice(starts, cfg.sysid_windows, replace=False))
     idx = torch.from_numpy(starts)
-    scale = _field_scale(h, torch.from_numpy(np.flatnonzero(sel)))
+    scale = field_scale(h, torch.from_numpy(np.flatnonzero(sel)))
     losses: dict[int, float] = {}
     best: tuple[float, UnicycleKnobs] | None = None
     for delay in range(cfg.sysid_max_delay_steps + 1):
@@ -205,7 +205,7 @@ def _fit_net(
             loss = loss + cfg.latent_weight * ((z_next_hat[follow] - z_next) ** 2).mean()
         return loss
 
-    curve = _train(list(net.parameters()), loss_fn, idx, cfg, "fit", None)  # type: ignore[arg-type]
+    curve = train_minibatches(list(net.parameters()), loss_fn, idx, cfg, "fit", None)
     net.eval()
     return curve
 

@@ -32,7 +32,7 @@ from scenefactory.go1.config import nominal
 from scenefactory.go1.env import Go1Env
 from scenefactory.go1.terrain import yaw_of
 from scenefactory.go1.train import Go1Policy
-from scenefactory.grounding.dataset import _OrnsteinUhlenbeck
+from scenefactory.grounding.dataset import OrnsteinUhlenbeck
 from scenefactory.navigation.engine import CommandLimits
 from scenefactory.navigation.policy import Outcomes, follower_command
 from scenefactory.navigation.sim import OutcomeTracker, start_yaw
@@ -130,7 +130,7 @@ def record_go1(
     falls = 0
     for r in range(rounds):
         go1.reset(rng.uniform(-math.pi, math.pi, worlds))
-        ou = _OrnsteinUhlenbeck((worlds, 3), gen)
+        ou = OrnsteinUhlenbeck((worlds, 3), gen)
         alive = np.ones(worlds, dtype=bool)
         for k in range(steps):
             before = go1.phi()
