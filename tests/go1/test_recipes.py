@@ -324,7 +324,18 @@ def test_a_chain_goes_on_from_a_committed_stage_checkpoint(
     write_stage_checkpoint(done[1] / "checkpoints" / "latest.pt", stage_file)
     out = tmp_path / "again"
     argv = [*CHAIN_ARGV, "--out", str(out), "--from-stage", "whole-body"]
-    assert cli.main([*argv, "--stage-checkpoint", str(stage_file)]) == 0
+    # another stage's file is refused by the resume check and leaves the folder empty
+    write_stage_checkpoint(done[2] / "checkpoints" / "latest.pt", tmp_path / "3-pure-turn.pt")
+    assert cli.main([*argv, "--stage-checkpoint", str(tmp_path / "3-pure-turn.pt")]) != 0
+    assert "cannot resume" in capsys.readouterr().err
+    assert not (out / "2-whole-body" / "checkpoints" / "latest.pt").exists()
+    # the stage's start lived in the other run's folder (another session's): it need not exist now
+    start = done[0] / "actor.pt"
+    start.rename(tmp_path / "moved.pt")
+    try:
+        assert cli.main([*argv, "--stage-checkpoint", str(stage_file)]) == 0
+    finally:
+        (tmp_path / "moved.pt").rename(start)
     assert f"2-whole-body resumes from {stage_file} (iteration 1)" in capsys.readouterr().err
     folders = chain.stage_folders(out, recipe)
     assert not folders[0].exists()

@@ -72,10 +72,11 @@ def train_recipe(args: Go1RecipeArgs) -> Path:
     first, last = args.first_stage, args.init_from
     folders = stage_folders(out, recipe)
     resumed_init: str | None = None
+    placed: Path | None = None  # the stage file copied into the first stage's folder, if it was
     if args.stage_checkpoint is None:
         check_start(recipe, first, last)
     else:
-        resumed_init = _place_stage_checkpoint(args.stage_checkpoint, folders[first])
+        resumed_init, placed = _place_stage_checkpoint(args.stage_checkpoint, folders[first])
     out.mkdir(parents=True, exist_ok=True)
     record = {**_recipe_json(recipe), "first_stage": first, "init_from": None if last is None else str(last)}
     record["stage_checkpoint"] = None if args.stage_checkpoint is None else str(args.stage_checkpoint)
@@ -99,16 +100,20 @@ def train_recipe(args: Go1RecipeArgs) -> Path:
             flush=True,
         )
         options = replace(stage.options, init_from=init)
-        trainer = train(
-            Go1TrainArgs(
-                out=folder,
-                envs=recipe.envs,
-                iterations=stage.iterations,
-                seed=recipe.seed,
-                recipe=options,
-                physics=args.physics,
-            )
+        job = Go1TrainArgs(
+            out=folder,
+            envs=recipe.envs,
+            iterations=stage.iterations,
+            seed=recipe.seed,
+            recipe=options,
+            physics=args.physics,
         )
+        try:
+            trainer = train(job)
+        except CheckpointError:
+            if placed is not None and k - 1 == first:  # not this stage's file: leave the folder as it was
+                placed.unlink(missing_ok=True)
+            raise
         last = trainer.ckpt_dir / f"model_{stage.iterations}.pt"
         if not last.is_file() and trainer.iteration == stage.iterations:  # resumed at its end (a stage file)
             atomic_write_bytes(last, (trainer.ckpt_dir / LATEST).read_bytes())
@@ -121,11 +126,11 @@ def train_recipe(args: Go1RecipeArgs) -> Path:
     return last
 
 
-def _place_stage_checkpoint(path: Path, folder: Path) -> str | None:
+def _place_stage_checkpoint(path: Path, folder: Path) -> tuple[str | None, Path | None]:
     """Put the stage checkpoint ``path`` where stage ``folder`` resumes from (its ``latest.pt``),
     unless the folder already holds a checkpoint (a resumed stage: its own newer one is used, as
     printed); returns the ``init_from`` the stage's run was started with (its saved spec's), which a
-    resumed run must repeat."""
+    resumed run must repeat, and the file written (``None`` when none was)."""
     data = load_checkpoint(path)
     if not data.get("stage_checkpoint"):
         raise CheckpointError(
@@ -136,10 +141,12 @@ def _place_stage_checkpoint(path: Path, folder: Path) -> str | None:
     init = spec.get("init_from") if isinstance(spec, dict) else None
     if init is not None and not isinstance(init, str):
         raise CheckpointError(f"--stage-checkpoint {path}: its field 'spec.init_from' is not a path")
+    placed: Path | None = None
     if resume_path(folder) is None:
-        atomic_write_bytes(folder / "checkpoints" / LATEST, path.read_bytes())
+        placed = folder / "checkpoints" / LATEST
+        atomic_write_bytes(placed, path.read_bytes())
         note = f"{folder.name} resumes from {path} (iteration {data.get('iteration')})"
     else:
         note = f"{folder} already holds checkpoints: resuming from them, not {path}"
     print(f"train go1: {note}", file=sys.stderr)
-    return init
+    return init, placed

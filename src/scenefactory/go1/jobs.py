@@ -35,6 +35,7 @@ from scenefactory.go1.terrain_eval import terrain_eval_config, terrain_report, t
 from scenefactory.go1.train import Go1Policy, Go1Trainer, load_go1_policy
 from scenefactory.go1.whole_body_eval import whole_body_report, whole_body_summary
 from scenefactory.io import atomic_write_text, write_json
+from scenefactory.rl.checkpoints import resume_path
 
 SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_whole_body.pt"
 """The trained policy shipped with the package (its model card on the docs site, and the recipe
@@ -69,7 +70,8 @@ def terrain_progress(row: dict[str, Any]) -> str:
 def train(args: Go1TrainArgs) -> Go1Trainer:
     """Train (or resume) a Go1 policy into ``args.out``; one progress line per iteration."""
     iterations = args.iterations
-    spec = train_spec(args.envs, iterations, args.seed, args.recipe)
+    resuming = resume_path(args.out) is not None
+    spec = train_spec(args.envs, iterations, args.seed, args.recipe, resuming=resuming)
     trainer = Go1Trainer(replace(spec, task=replace(spec.task, physics=args.physics)), args.out)
     if trainer.start_note is not None and trainer.ranks.main:
         print(f"train go1: {trainer.start_note}", file=sys.stderr, flush=True)

@@ -80,9 +80,13 @@ BASE_RECIPE = RecipeOptions()
 """The base recipe: every option at its default."""
 
 
-def train_spec(envs: int, iterations: int, seed: int, options: RecipeOptions = BASE_RECIPE) -> Go1TrainSpec:
+def train_spec(
+    envs: int, iterations: int, seed: int, options: RecipeOptions = BASE_RECIPE, resuming: bool = False
+) -> Go1TrainSpec:
     """The spec ``train go1`` runs: the default task (or its nominal twin for ``--no-robustness``)
-    with the recipe options applied."""
+    with the recipe options applied. ``init_from`` must be a file unless the run is ``resuming``
+    (a resumed run does not read its start again: a stage resumed from a committed stage checkpoint
+    names a start that lived in another session's run folder)."""
     base = Go1TaskConfig(num_envs=envs)
     if options.history is not None:
         base = replace(base, history=options.history)
@@ -157,7 +161,7 @@ def train_spec(envs: int, iterations: int, seed: int, options: RecipeOptions = B
         except ValueError as exc:
             raise UserError(f"--foot-clearance-target: {exc}") from exc
     init = None if options.init_from is None else str(options.init_from)
-    if init is not None and not Path(init).is_file():
+    if init is not None and not resuming and not Path(init).is_file():
         raise UserError(f"--init-from {init}: checkpoint not found")
     teacher = None if options.teacher is None else str(options.teacher)
     if teacher is not None and not Path(teacher).is_file():
