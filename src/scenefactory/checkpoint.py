@@ -117,7 +117,7 @@ def read_checkpoint_file(p: Path) -> dict[str, Any]:
     data = safe_torch_load(p, _read_bytes(p))
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{p}: not a scenefactory checkpoint (expected format '{CHECKPOINT_FORMAT}')")
-    return unpack_stage(p, data) if data.get("stage_checkpoint") else data
+    return unpack_stage(p, data) if "half_precision" in data else data  # written by pack_stage
 
 
 # ----------------------------------------------------------------------------- stage checkpoints
