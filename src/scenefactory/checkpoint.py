@@ -189,20 +189,17 @@ def unpack_stage(p: Path, data: dict[str, Any]) -> dict[str, Any]:
                 f"{p}: stage checkpoint field 'half_precision' names '{entry}', not a network weight"
             )
         out[net] = {**state, name: _unpack_half(p, entry, state[name], shape)}
-    history = out.get("history")
-    if isinstance(history, dict):
-        columns = history.get("columns")
-        lengths = {len(v) for v in columns.values()} if isinstance(columns, dict) else set()
-        if (
-            not isinstance(columns, dict)
-            or not all(isinstance(v, list) for v in columns.values())
-            or len(lengths) > 1
-        ):
-            raise CheckpointError(
-                f"{p}: stage checkpoint field 'history.columns' is not columns of one length"
-            )
-        out["history"] = [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+    if isinstance(out.get("history"), dict):
+        out["history"] = _history_rows(p, out["history"].get("columns"))
     return out
+
+
+def _history_rows(p: Path, columns: Any) -> list[dict[str, Any]]:
+    """The history's rows from :func:`pack_stage`'s columns (lists of one length)."""
+    lists = [v for v in columns.values() if isinstance(v, list)] if isinstance(columns, dict) else []
+    if not isinstance(columns, dict) or len(lists) != len(columns) or len({len(v) for v in lists}) > 1:
+        raise CheckpointError(f"{p}: stage checkpoint field 'history.columns' is not lists of one length")
+    return [dict(zip(columns, row, strict=True)) for row in zip(*lists, strict=True)]
 
 
 def _read_bytes(p: Path) -> bytes | None:

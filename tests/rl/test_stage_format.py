@@ -121,3 +121,15 @@ def test_a_flipped_bit_loads_or_is_a_checkpoint_error(tmp_path: Path, at: int, b
         load_checkpoint(path)
     except CheckpointError as exc:
         assert str(path) in str(exc) and "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("columns", [None, {"a": [1.0], "b": 2.0}, {"a": [1.0], "b": [1.0, 2.0]}])
+def test_hand_edited_history_columns_name_the_field(tmp_path: Path, columns: Any) -> None:
+    packed = torch.load(io.BytesIO(lzma.decompress(pack_stage(_stage()))), weights_only=True)
+    packed["history"] = {"columns": columns}
+    buf = io.BytesIO()
+    torch.save(packed, buf)
+    path = tmp_path / "edited.pt"
+    path.write_bytes(lzma.compress(buf.getvalue()))
+    with pytest.raises(CheckpointError, match=r"'history.columns' is not lists of one length"):
+        load_checkpoint(path)
