@@ -336,7 +336,9 @@ def test_a_chain_goes_on_from_a_committed_stage_checkpoint(
         assert cli.main([*argv, "--stage-checkpoint", str(stage_file)]) == 0
     finally:
         (tmp_path / "moved.pt").rename(start)
-    assert f"2-whole-body resumes from {stage_file} (iteration 1)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"2-whole-body resumes from {stage_file} (iteration 1)" in err
+    assert f"stage 2/3 whole-body, 1 iterations resumed from {stage_file} (started from" in err
     folders = chain.stage_folders(out, recipe)
     assert not folders[0].exists()
     second = load_checkpoint(folders[1] / "checkpoints" / "model_1.pt")

@@ -93,9 +93,12 @@ def train_recipe(args: Go1RecipeArgs) -> Path:
             assert last is not None  # Go1Recipe: only the first stage starts fresh; check_start
             actor = out / "start_actor.pt" if k - 1 == first else last.parent.parent / "actor.pt"
             init = save_actor_only(last, actor)
+        start = f"from {init or 'scratch'}"
+        if args.stage_checkpoint is not None and k - 1 == first:
+            start = f"resumed from {args.stage_checkpoint} (started {start})"
         print(
             f"train go1 --recipe {recipe.name}: stage {k}/{len(recipe.stages)} {stage.name}, "
-            f"{stage.iterations} iterations from {init or 'scratch'} -> {folder}",
+            f"{stage.iterations} iterations {start} -> {folder}",
             file=sys.stderr,
             flush=True,
         )
