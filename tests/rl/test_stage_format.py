@@ -9,6 +9,7 @@ import io
 import lzma
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,13 +99,22 @@ def test_a_compressed_hostile_file_is_refused_without_running(tmp_path: Path) ->
     assert not marker.exists()
 
 
-def test_a_hand_edited_half_entry_names_the_field(tmp_path: Path) -> None:
+def _edited(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """A packed stage file with ``edit`` applied to its stored (still packed) contents."""
     packed = torch.load(io.BytesIO(lzma.decompress(pack_stage(_stage()))), weights_only=True)
-    packed["half_precision"]["actor_state_dict/mlp.0.weight"] = [64, 41]  # the planes hold 64 x 40
+    edit(packed)
     buf = io.BytesIO()
     torch.save(packed, buf)
     path = tmp_path / "edited.pt"
     path.write_bytes(lzma.compress(buf.getvalue()))
+    return path
+
+
+def test_a_hand_edited_half_entry_names_the_field(tmp_path: Path) -> None:
+    def edit(packed: dict[str, Any]) -> None:
+        packed["half_precision"]["actor_state_dict/mlp.0.weight"] = [64, 41]  # the planes hold 64 x 40
+
+    path = _edited(tmp_path, edit)
     with pytest.raises(CheckpointError, match=r"'actor_state_dict/mlp.0.weight' is not the float16 planes"):
         load_checkpoint(path)
 
@@ -125,11 +135,6 @@ def test_a_flipped_bit_loads_or_is_a_checkpoint_error(tmp_path: Path, at: int, b
 
 @pytest.mark.parametrize("columns", [None, {"a": [1.0], "b": 2.0}, {"a": [1.0], "b": [1.0, 2.0]}])
 def test_hand_edited_history_columns_name_the_field(tmp_path: Path, columns: Any) -> None:
-    packed = torch.load(io.BytesIO(lzma.decompress(pack_stage(_stage()))), weights_only=True)
-    packed["history"] = {"columns": columns}
-    buf = io.BytesIO()
-    torch.save(packed, buf)
-    path = tmp_path / "edited.pt"
-    path.write_bytes(lzma.compress(buf.getvalue()))
+    path = _edited(tmp_path, lambda packed: packed.update(history={"columns": columns}))
     with pytest.raises(CheckpointError, match=r"'history.columns' is not lists of one length"):
         load_checkpoint(path)
