@@ -132,7 +132,8 @@ MAX_UNPACKED_BYTES = 256 * 2**20
 
 
 def pack_stage(stage: dict[str, Any]) -> bytes:
-    """The committed form of a stage checkpoint (``rl.checkpoints.write_stage_checkpoint``): the
+    """The committed form of a stage checkpoint (``rl.checkpoints.write_stage_checkpoint``) and of a
+    shipped policy too large in float32 (``export go1 --half-precision``): the
     networks' float32 weight matrices (:data:`HALF_MIN_NUMEL` values or more) rounded to float16,
     each stored as its two byte planes (a uint8 ``(2, n)`` tensor: low bytes, then high bytes, which
     compress apart), their names and shapes under ``half_precision``; the history's rows as columns
@@ -169,24 +170,24 @@ def _unpack_half(p: Path, entry: str, planes: Any, shape: Any) -> torch.Tensor:
     numel = math.prod(shape) if ok else -1
     if not isinstance(planes, torch.Tensor) or planes.dtype != torch.uint8 or planes.shape != (2, numel):
         raise CheckpointError(
-            f"{p}: stage checkpoint weight '{entry}' is not the float16 planes of a {shape} tensor"
+            f"{p}: packed checkpoint weight '{entry}' is not the float16 planes of a {shape} tensor"
         )
     return planes.T.contiguous().view(torch.float16).reshape(shape).to(torch.float32)
 
 
 def unpack_stage(p: Path, data: dict[str, Any]) -> dict[str, Any]:
-    """A stage checkpoint as :func:`pack_stage` wrote it, back in training form (the listed float16
+    """A checkpoint as :func:`pack_stage` wrote it, back in training form (the listed float16
     weights as float32 tensors); one line naming ``p`` and the field when damaged."""
     out = dict(data)
     half = out.pop("half_precision", {})
     if not isinstance(half, dict):
-        raise CheckpointError(f"{p}: stage checkpoint field 'half_precision' is not a dict of weight shapes")
+        raise CheckpointError(f"{p}: packed checkpoint field 'half_precision' is not a dict of weight shapes")
     for entry, shape in half.items():
         net, _, name = str(entry).partition("/")
         state = out.get(net)
         if net not in NETWORKS or not isinstance(state, dict) or name not in state:
             raise CheckpointError(
-                f"{p}: stage checkpoint field 'half_precision' names '{entry}', not a network weight"
+                f"{p}: packed checkpoint field 'half_precision' names '{entry}', not a network weight"
             )
         out[net] = {**state, name: _unpack_half(p, entry, state[name], shape)}
     if isinstance(out.get("history"), dict):
@@ -198,12 +199,12 @@ def _history_rows(p: Path, columns: Any) -> list[dict[str, Any]]:
     """The history's rows from :func:`pack_stage`'s columns (lists of one length)."""
     lists = [v for v in columns.values() if isinstance(v, list)] if isinstance(columns, dict) else []
     if not isinstance(columns, dict) or len(lists) != len(columns) or len({len(v) for v in lists}) > 1:
-        raise CheckpointError(f"{p}: stage checkpoint field 'history.columns' is not lists of one length")
+        raise CheckpointError(f"{p}: packed checkpoint field 'history.columns' is not lists of one length")
     return [dict(zip(columns, row, strict=True)) for row in zip(*lists, strict=True)]
 
 
 def _read_bytes(p: Path) -> bytes | None:
-    """The unpacked bytes of an LZMA-compressed checkpoint (a stage checkpoint), ``None`` for a
+    """The unpacked bytes of an LZMA-compressed checkpoint (:func:`pack_stage`), ``None`` for a
     plain one (read by torch straight from the file)."""
     with p.open("rb") as f:
         if f.read(len(XZ_MAGIC)) != XZ_MAGIC:

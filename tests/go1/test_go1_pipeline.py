@@ -211,6 +211,39 @@ def test_export_round_trip_onnx_equals_torch(trained: Path, tmp_path: Path) -> N
     assert side["observation"]["history"] == 3 and side["observation"]["frame_dim"] == 45
 
 
+def test_half_precision_export_ships_one_policy_in_both_files(trained: Path, tmp_path: Path) -> None:
+    """``export go1 --half-precision``: policy.pt packed (float16 weight matrices, LZMA) and the ONNX
+    exported from that file as read back, so they act alike; the float32 policy differs only by the
+    rounding."""
+    ckpt = trained / "checkpoints" / "latest.pt"
+    full = go1_jobs.export(go1_jobs.Go1ExportArgs(out=tmp_path / "full", checkpoint=ckpt))
+    half = go1_jobs.export(
+        go1_jobs.Go1ExportArgs(out=tmp_path / "half", checkpoint=ckpt, half_precision=True)
+    )
+    assert half["policy"].read_bytes()[:6] == b"\xfd7zXZ\x00"  # LZMA
+    assert half["policy"].stat().st_size < full["policy"].stat().st_size / 2
+    packed, exact = load_go1_policy(half["policy"]), load_go1_policy(ckpt)
+    w_half = packed.actor.state_dict()
+    w_full = exact.actor.state_dict()
+    rounded = [k for k, v in w_full.items() if v.numel() >= HALF_MIN_NUMEL and "normalizer" not in k]
+    assert rounded  # the tiny actor's hidden layers are full size
+    for k, v in w_full.items():
+        want = v.to(torch.float16).to(torch.float32) if k in rounded else v
+        assert torch.equal(w_half[k], want), k
+    obs = torch.randn(32, exact.task_cfg.history * 45, generator=torch.Generator().manual_seed(1))
+    sess = ort.InferenceSession(str(half["onnx"]), providers=["CPUExecutionProvider"])
+    action = sess.run(None, {"obs": obs.numpy()})[0]
+    clip = exact.task_cfg.action_clip
+    with torch.no_grad():
+        np.testing.assert_allclose(action, packed.act(obs).clamp(-clip, clip).numpy(), atol=1e-5)
+        gap = (packed.act(obs) - exact.act(obs)).abs().max().item()
+    assert 0 < gap < 0.01  # rounded, not replaced
+    assert (
+        json.loads(half["sidecar"].read_text())["onnx_sha256"]
+        != json.loads(full["sidecar"].read_text())["onnx_sha256"]
+    )
+
+
 def test_deploy_runner_needs_no_torch(trained: Path, tmp_path: Path) -> None:
     export_go1(load_go1_policy(trained / "checkpoints" / "latest.pt"), tmp_path)
     code = (
@@ -535,14 +568,18 @@ def test_action_std_restarts_a_fine_tunes_noise_once(
     assert "expected an action standard deviation in (0, 2], got 0" in capsys.readouterr().err
 
 
-def test_shipped_policy_is_small_and_loads() -> None:
-    path = go1_jobs.SHIPPED_POLICY
-    if not path.exists():
-        pytest.skip("no shipped policy in this checkout yet")
+@pytest.mark.parametrize("name", sorted(go1_jobs.SHIPPED_POLICIES))
+def test_shipped_policies_are_small_and_load_by_name(name: str) -> None:
+    from scenefactory.cli.go1 import CHECKPOINT_HELP
+
+    assert f"({', '.join(go1_jobs.SHIPPED_POLICIES)})" in CHECKPOINT_HELP
+    path = go1_jobs.resolve_checkpoint(Path(name))
+    assert path == go1_jobs.SHIPPED_POLICIES[name] and path.is_file()
     assert path.stat().st_size < 600_000
     policy = load_go1_policy(path)
     obs = torch.zeros(2, policy.task_cfg.history * frame_dim(policy.task_cfg.whole_body.enabled))
     assert policy.act(obs).shape == (2, 12)
+    assert go1_jobs.resolve_checkpoint(None) == go1_jobs.SHIPPED_POLICY
 
 
 def test_sim2sim_verdict_is_one_and_a_half_times_or_a_tenth(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,8 +3,9 @@
 from its config dataclass in ``cli.go1_train_flags``), and for each the one mapping of them onto its
 job's argument dataclass (``scenefactory.go1.jobs``; ``go1.chain`` for ``train go1 --recipe``).
 
-When ``--checkpoint`` is omitted, eval, render, export and deploy use the policy shipped in the
-package (``scenefactory/go1/policies/go1_whole_body.pt``).
+When ``--checkpoint`` is omitted, eval, render and export use the policy shipped in the package
+(``scenefactory/go1/policies/go1_whole_body.pt``); ``--checkpoint rough`` names the shipped
+rough-terrain policy (``go1.jobs.SHIPPED_POLICIES``).
 
 The job module is imported when a command runs, not with this module: it loads the Go1 stack
 (MuJoCo models, rsl-rl, ONNX), which ``scenefactory --help`` and a refused flag do without.
@@ -51,6 +52,11 @@ EVAL_TABLES = ("velocity", "push", "whole-body", "terrain")
 LEVEL = IntRange(0, 99)
 TARGET_LEVELS = (3, 4, 5, 7)
 """Terrain levels ``eval go1`` runs by default: those of the terrain traversal targets (docs results)."""
+CHECKPOINT_HELP = (
+    "policy: a checkpoint file or run folder, or a shipped policy's name (whole-body, rough) "
+    "(default: the shipped whole-body policy)"
+)
+"""``--checkpoint``'s help; the names are ``go1.jobs.SHIPPED_POLICIES``'s (a test checks they agree)."""
 GO1_ENGINE_HELP = "physics of the worlds: mujoco (MuJoCo C on CPU threads; default) or mujoco-warp"
 GO1_DEVICE_HELP = (
     "where MuJoCo Warp's worlds run: cpu (default) or cuda[:N] (the Go1 task and its policy run on the "
@@ -92,7 +98,7 @@ def add_task_parser(command: str, tasks: Any) -> None:
         t.add_argument("--envs", type=ENVS, default=1024)
         t.add_argument("--steps", type=positive(MAX_BENCH_STEPS), default=50)
     else:
-        t.add_argument("--checkpoint", type=Path, default=None, help="policy (default: the shipped one)")
+        t.add_argument("--checkpoint", type=Path, default=None, help=CHECKPOINT_HELP)
         if command == "eval":
             t.add_argument("--episodes", type=EPISODES, default=64, help="episodes per table row")
             t.add_argument("--quick", action="store_true", help="short episodes, a smoke test")
@@ -180,8 +186,14 @@ def add_commands(sub: Any) -> None:
     e = sub.add_parser("export", help="export a policy for deployment (ONNX + JSON sidecar)")
     et = e.add_subparsers(dest="task", required=True)
     eg = et.add_parser("go1", help="ONNX with normalization and action scaling inside, plus go1_policy.json")
-    eg.add_argument("--checkpoint", type=Path, default=None, help="policy (default: the shipped one)")
+    eg.add_argument("--checkpoint", type=Path, default=None, help=CHECKPOINT_HELP)
     eg.add_argument("--out", type=out_path, required=True)
+    eg.add_argument(
+        "--half-precision",
+        action="store_true",
+        help="policy.pt with its weight matrices in float16, LZMA-compressed (a 25-frame actor: 1.35 MB "
+        "-> about 0.55 MB); the ONNX is exported from the same rounded weights",
+    )
     d = sub.add_parser("deploy", help="run an exported policy on a robot interface with onnxruntime")
     dt = d.add_subparsers(dest="task", required=True)
     dg = dt.add_parser("go1", help="sim-to-sim check: MuJoCo configured unlike training, 50 Hz ONNX control")
@@ -327,7 +339,9 @@ def export(args: argparse.Namespace) -> int:
     """``export go1``."""
     from scenefactory.go1 import jobs  # when the command runs: start-up time (module docstring)
 
-    paths = jobs.export(jobs.Go1ExportArgs(out=args.out, checkpoint=args.checkpoint))
+    paths = jobs.export(
+        jobs.Go1ExportArgs(out=args.out, checkpoint=args.checkpoint, half_precision=args.half_precision)
+    )
     print(json.dumps({k: str(v) for k, v in paths.items()}))
     return 0
 

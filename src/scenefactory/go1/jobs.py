@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from scenefactory.checkpoint import load_checkpoint, save_checkpoint
+from scenefactory.checkpoint import load_checkpoint, pack_stage, save_checkpoint, to_plain
 from scenefactory.engines.mjwarp import PhysicsBackend
 from scenefactory.errors import UserError
 from scenefactory.go1 import evaluation as ev
@@ -34,12 +34,18 @@ from scenefactory.go1.render import TileWalk, render_go1
 from scenefactory.go1.terrain_eval import terrain_eval_config, terrain_report, terrain_summary
 from scenefactory.go1.train import Go1Policy, Go1Trainer, load_go1_policy
 from scenefactory.go1.whole_body_eval import whole_body_report, whole_body_summary
-from scenefactory.io import atomic_write_text, write_json
+from scenefactory.io import atomic_write_bytes, atomic_write_text, write_json
 from scenefactory.rl.checkpoints import resume_path
 
 SHIPPED_POLICY = Path(__file__).parent / "policies" / "go1_whole_body.pt"
 """The trained policy shipped with the package (its model card on the docs site, and the recipe
-``train go1 --recipe whole-body``, say how it was made)."""
+``train go1 --recipe whole-body``, say how it was made): the default of ``--checkpoint``."""
+SHIPPED_POLICIES = {
+    "whole-body": SHIPPED_POLICY,
+    "rough": SHIPPED_POLICY.parent / "go1_rough.pt",
+}
+"""Name → the policies shipped with the package (``--checkpoint NAME`` when no such file exists):
+``rough`` is the blind rough-terrain policy (``train go1 --recipe rough``, packed in float16)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,8 +109,11 @@ def train(args: Go1TrainArgs) -> Go1Trainer:
 
 
 def resolve_checkpoint(checkpoint: Path | None) -> Path:
-    """``checkpoint``, or the shipped policy when it is ``None``."""
+    """``checkpoint``; a shipped policy's name (:data:`SHIPPED_POLICIES`) when no file or folder of
+    that name exists; the shipped policy when it is ``None``."""
     if checkpoint is not None:
+        if not checkpoint.exists() and str(checkpoint) in SHIPPED_POLICIES:
+            return SHIPPED_POLICIES[str(checkpoint)]
         return checkpoint
     if not SHIPPED_POLICY.is_file():
         raise UserError(f"no --checkpoint given and the shipped policy {SHIPPED_POLICY} is missing")
@@ -351,16 +360,21 @@ class Go1ExportArgs:
 
     out: Path
     checkpoint: Path | None = None
+    half_precision: bool = False
+    """Write ``policy.pt`` packed (:func:`scenefactory.checkpoint.pack_stage`: weight matrices in
+    float16, LZMA-compressed) and export the ONNX from those rounded weights, so both files hold the
+    same policy: a 25-frame actor's 1.35 MB becomes about 0.55 MB."""
 
 
 def export(args: Go1ExportArgs) -> dict[str, Path]:
-    """ONNX + sidecar for deployment, and ``policy.pt`` (actor only, the shippable checkpoint)."""
+    """ONNX + sidecar for deployment, and ``policy.pt`` (actor only, the shippable checkpoint),
+    written first: the ONNX is exported from it as read back."""
     path = resolve_checkpoint(args.checkpoint)
-    policy = load_go1_policy(path)
-    if policy.task_cfg.terrain.height_scan_actor:
+    if load_go1_policy(path).task_cfg.terrain.height_scan_actor:
         raise UserError(f"{path}: its actor reads a height scan, which the ONNX runner's robot cannot give")
-    paths = export_go1(policy, args.out)
-    paths["policy"] = save_actor_only(path, args.out / "policy.pt")
+    small = save_actor_only(path, args.out / "policy.pt", half_precision=args.half_precision)
+    paths = export_go1(load_go1_policy(small), args.out)
+    paths["policy"] = small
     return paths
 
 
@@ -490,8 +504,9 @@ def deploy_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def save_actor_only(checkpoint: Path, dest: Path) -> Path:
-    """A checkpoint with only what acting needs (actor weights + configs), a few hundred KB."""
+def save_actor_only(checkpoint: Path, dest: Path, *, half_precision: bool = False) -> Path:
+    """A checkpoint with only what acting needs (actor weights + configs), a few hundred KB;
+    ``half_precision``: packed (:func:`scenefactory.checkpoint.pack_stage`, written atomically)."""
     data = load_checkpoint(checkpoint)
     keep = (
         "format",
@@ -505,7 +520,10 @@ def save_actor_only(checkpoint: Path, dest: Path) -> Path:
         "actor_state_dict",
     )
     small = {k: data[k] for k in keep if k in data}
-    save_checkpoint(dest, small)
+    if half_precision:
+        atomic_write_bytes(dest, pack_stage(to_plain(small)))
+    else:
+        save_checkpoint(dest, small)
     return dest
 
 
