@@ -338,7 +338,74 @@ def _go1_eval_table(d: dict[str, Any]) -> str:
             "**Push recovery** (walking at 0.5 m/s, kicked at 2 s; recovered = not fallen 3 s later)\n\n"
             + table(["push m/s", "trials", "recovered", "recovery rate [95 % CI]"], rows)
         )
+    if d.get("terrain"):
+        rows = [
+            [
+                r["kind"],
+                r["level"],
+                f"{r['parameter']} {r['parameter_value']:.3g}",
+                f"{r['speed_mps']:g}",
+                r["episodes"],
+                _ci(r["success_rate"], r["success_rate_ci95"]),
+                _ci(r["fall_rate"], r["fall_rate_ci95"]),
+                _ci(r["stall_rate"], r["stall_rate_ci95"]),
+                _ci(r["lin_vel_error_mps"], r["lin_vel_error_ci95"]),
+            ]
+            for r in d["terrain"]
+        ]
+        out.append(
+            f"**Terrain traversal** (each robot starts at its tile's centre, commanded forward; success = "
+            f"{d['terrain'][0]['traverse_m']:g} m along before falling; stalled = not moving)\n\n"
+            + table(
+                [
+                    "kind",
+                    "level",
+                    "parameter",
+                    "speed m/s",
+                    "episodes",
+                    "success [95 % CI]",
+                    "falls [95 % CI]",
+                    "stalls [95 % CI]",
+                    "lin. error m/s [95 % CI]",
+                ],
+                rows,
+            )
+        )
     return "\n\n".join(out)
+
+
+TERRAIN_TARGET_CELLS = (("stairs_up", 3), ("random", 4), ("slope_up", 7), ("slope_down", 7))
+"""The cells of the blind terrain targets (10 cm stairs up, ±5 cm ground, 20° slopes; the experiments
+page's "Go1 blind rough-terrain targets"): an ``eval go1`` terrain table's headline."""
+
+
+def _terrain_cell(kind: str, r: dict[str, Any]) -> str:
+    """``10 cm stairs up`` / ``±5 cm random ground`` / ``20° slope up`` from a terrain row."""
+    value, name = r["parameter_value"], kind.replace("_", " ")
+    if r["parameter"] == "slope_deg":
+        return f"{value:g}° {name}"
+    sign = "±" if kind == "random" else ""
+    return f"{sign}{100 * value:g} cm {name}" + (" ground" if kind == "random" else "")
+
+
+def _go1_terrain_headline(d: dict[str, Any]) -> list[dict[str, str]]:
+    """An ``eval go1`` terrain table's success in the target cells (:data:`TERRAIN_TARGET_CELLS`) at
+    each speed: one row, none when the table has none of them."""
+    rows = d.get("terrain") or []
+    parts, speeds, episodes = [], "", 0
+    for kind, level in TERRAIN_TARGET_CELLS:
+        cell = [r for r in rows if r["kind"] == kind and r["level"] == level]
+        if cell:
+            speeds = " / ".join(f"{r['speed_mps']:g}" for r in cell)
+            episodes = cell[0]["episodes"]
+            parts.append(
+                f"{_terrain_cell(kind, cell[0])} " + " / ".join(f"{r['success_rate']:.3f}" for r in cell)
+            )
+    if not parts:
+        return []
+    name = Path(str(d.get("checkpoint", "")).split(" ")[0]).name
+    what = f"Go1 `{name}`: terrain traversal success at {speeds} m/s ({episodes} episodes each)"
+    return [{"what": what, "value": "; ".join(parts)}]
 
 
 def _sim2sim_table(d: dict[str, Any]) -> str:
@@ -440,6 +507,7 @@ KNOWN: tuple[Known, ...] = (
         "Go1 policy evaluation (eval go1)",
         "scenefactory eval go1 --out DIR",
         _go1_eval_table,
+        headline=_go1_terrain_headline,
     ),
     Known(
         "vehicle_validation.json",
@@ -825,10 +893,16 @@ def model_card(rf: ResultFile, root: Path, files: list[ResultFile] = ()) -> str:
     if d.get("recipe"):
         out += "## Recipe\n\n" + d["recipe"] + "\n\n"
     again = [f for f in files if not f.is_record and d["policy"] in str(f.data.get("checkpoint", ""))]
-    if again:
-        out += "## Re-measured\n\nThe same file evaluated again by a later command (its result file):\n\n"
+    if again and not d.get("tables"):  # measured only by the result files: they are the card's tables
+        out += "## Measured\n\nThe shipped file itself evaluated (each section one result file):\n\n"
         out += "\n".join(benchmark_section(f, level=3) for f in again) + "\n"
-    out += f"## Measured when it was made ({d['date']})\n\n" + record_tables(d) + "\n"
+    elif not d.get("tables"):
+        raise ResultFileError(f"{rf.rel}: no tables, and no result file evaluates {d['policy']}")
+    else:
+        if again:
+            out += "## Re-measured\n\nThe same file evaluated again by a later command (its result file):\n\n"
+            out += "\n".join(benchmark_section(f, level=3) for f in again) + "\n"
+        out += f"## Measured when it was made ({d['date']})\n\n" + record_tables(d) + "\n"
     if d.get("conclusion"):
         out += "\n## Limits\n\n" + d["conclusion"] + "\n"
     return out
@@ -852,10 +926,11 @@ def overview_page(files: list[ResultFile]) -> str:
         for h in heads:
             page = (
                 model_card_path(f)
-                if f.data.get("policy")
+                if f.is_record and f.data.get("policy")
                 else ("results/experiments.md" if f.is_record else "results/benchmarks.md")
             )
-            link = page.removeprefix("results/") + ("" if f.data.get("policy") else f"#{anchor(f.rel)}")
+            card = f.is_record and f.data.get("policy")
+            link = page.removeprefix("results/") + ("" if card else f"#{anchor(f.rel)}")
             rows.append([h["what"], h["value"], f"[{title_of(f)}]({link})"])
     bench = [f for f in files if not f.is_record]
     out = (

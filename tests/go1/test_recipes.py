@@ -19,7 +19,7 @@ from scenefactory.checkpoint import load_checkpoint
 from scenefactory.cli.flags import flag_name, given_fields
 from scenefactory.cli.go1_train_flags import RECIPE_FLAGS
 from scenefactory.go1 import chain
-from scenefactory.go1.jobs import SHIPPED_POLICY
+from scenefactory.go1.jobs import SHIPPED_POLICIES, SHIPPED_POLICY
 from scenefactory.go1.options import RecipeOptions
 from scenefactory.go1.recipe import train_spec
 from scenefactory.go1.recipes import GO1_RECIPES, Go1Recipe, Start
@@ -77,15 +77,15 @@ def test_the_recipes_train_what_their_names_say() -> None:
     assert sum(s.iterations for s in GO1_RECIPES["rough-scan"].stages[1:]) == 3575  # the run log's count
 
 
-def test_whole_body_recipe_is_the_shipped_policy() -> None:
-    """The shipped checkpoint stores the task and PPO config it was trained with: ``--recipe
-    whole-body``'s last stage must make exactly those (and at its iteration and seed)."""
-    recipe = GO1_RECIPES["whole-body"]
+@pytest.mark.parametrize("name", ["whole-body", "rough"])
+def test_the_recipe_of_each_shipped_policy_makes_it(name: str) -> None:
+    """A shipped checkpoint stores the task and PPO config it was trained with: ``--recipe NAME``'s
+    last stage must make exactly those (and at its iteration and seed)."""
+    recipe = GO1_RECIPES[name]
     stage = recipe.stages[-1]
-    spec = train_spec(
-        recipe.envs, stage.iterations, recipe.seed, replace(stage.options, init_from=SHIPPED_POLICY)
-    )
-    shipped = load_go1_policy(SHIPPED_POLICY)
+    path = SHIPPED_POLICIES[name]
+    spec = train_spec(recipe.envs, stage.iterations, recipe.seed, replace(stage.options, init_from=path))
+    shipped = load_go1_policy(path)
     assert spec.task == shipped.task_cfg
     assert spec.ppo == shipped.ppo_cfg
     assert shipped.meta["iteration"] == stage.iterations and shipped.meta["seed"] == recipe.seed

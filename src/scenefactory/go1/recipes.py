@@ -224,7 +224,7 @@ WHOLE_BODY = Go1Recipe(
 ROUGH = Go1Recipe(
     name="rough",
     summary="blind rough terrain (no height scan in the actor): the chain that met the blind "
-    "terrain targets (run 30)",
+    "terrain targets (run 30); the shipped go1_rough.pt",
     stages=(
         VELOCITY_STAGE,
         _RUN14,
@@ -248,12 +248,15 @@ ROUGH = Go1Recipe(
         ),
     ),
     result=(
-        "eval go1 --tables terrain --terrain rough --level 3 4 5 7 --episodes 128 --seed 0 on run "
-        "30's iteration 325, success at 0.5 / 1.0 m/s: 10 cm stairs up 0.969 / 0.961, +-5 cm "
-        "ground 1.000 / 0.992, 20 deg slopes up 1.000 / 0.969 and down 1.000 / 0.992 (README.md "
-        "at commit 714c17a, runs 14-30)"
+        "the shipped src/scenefactory/go1/policies/go1_rough.pt (this chain remade on the code of "
+        "2026-12-07, float16-packed; tests/go1/test_recipes.py): eval go1 --checkpoint rough --tables "
+        "terrain --terrain rough --level 3 4 5 7 --episodes 128 --seed 0, success at 0.5 / 1.0 m/s: "
+        "10 cm stairs up 0.930 / 0.906, +-5 cm ground 1.000 / 0.992, 20 deg slopes up and down "
+        "1.000 / 1.000 (benchmarks/results/go1_rough_eval.json; the first run 30: 0.969 / 0.961, "
+        "1.000 / 0.992, 1.000 / 0.969 and 1.000 / 0.992, README.md at commit 714c17a)"
     ),
-    train_time="86 min flat + 300 min of terrain stages (1,975 iterations; history.json sums), about 6.4 h",
+    train_time="86 min flat + 268 min of terrain stages on two threads (1,975 iterations; the "
+    "remake's history.json sums; the first chain 300 min), about 6 h",
 )
 
 ROUGH_SCAN = Go1Recipe(
