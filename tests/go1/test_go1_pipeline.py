@@ -31,6 +31,8 @@ from scenefactory.go1.terrain import column_kinds
 from scenefactory.go1.train import Go1Trainer, Go1TrainSpec, go1_ppo_config, load_go1_policy
 from scenefactory.rl.checkpoints import MAX_STAGE_BYTES, write_stage_checkpoint
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def tiny_spec(iterations: int = 2) -> Go1TrainSpec:
     ppo = replace(go1_ppo_config(), num_steps_per_env=4, save_interval=1, num_mini_batches=2)
@@ -242,6 +244,33 @@ def test_half_precision_export_ships_one_policy_in_both_files(trained: Path, tmp
         json.loads(half["sidecar"].read_text())["onnx_sha256"]
         != json.loads(full["sidecar"].read_text())["onnx_sha256"]
     )
+
+
+def test_half_precision_benchmark_measures_and_checks_the_packed_file(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``benchmarks/half_precision.py``: the rounding's figures on a real (tiny) checkpoint, and exit
+    1 when ``--packed`` is not that checkpoint rounded."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("half_precision", ROOT / "benchmarks" / "half_precision.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ckpt = trained / "checkpoints" / "latest.pt"
+    packed = go1_jobs.export(go1_jobs.Go1ExportArgs(out=tmp_path / "e", checkpoint=ckpt, half_precision=True))
+    out = tmp_path / "hp.json"
+    argv = ["half_precision.py", "--checkpoint", str(ckpt), "--obs", "64", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--packed", str(packed["policy"])])
+    assert bench.main() == 0
+    r = json.loads(out.read_text())
+    assert r["packed_bytes"] < r["float32_bytes"] / 2 and r["rounded_tensors"] >= 1
+    assert 0 < r["max_relative_weight_error"] <= 2.0**-11
+    assert 0 < r["mean_abs_action_difference"] <= r["max_abs_action_difference"] < 0.01
+    other = tmp_path / "other"
+    go1_jobs.export(go1_jobs.Go1ExportArgs(out=other, checkpoint=trained / "checkpoints" / "model_1.pt"))
+    monkeypatch.setattr(sys, "argv", [*argv, "--packed", str(other / "policy.pt")])
+    assert bench.main() == 1
 
 
 def test_deploy_runner_needs_no_torch(trained: Path, tmp_path: Path) -> None:
