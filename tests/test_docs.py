@@ -202,6 +202,32 @@ def test_a_record_without_its_command_is_refused(tmp_path: Path) -> None:
         results.pages(tmp_path)
 
 
+def test_a_model_card_without_tables_is_its_result_files(tmp_path: Path) -> None:
+    """A policy's record may leave its tables to the result files that evaluate the file (their
+    sections become the card's "Measured"); with neither, the build fails naming the record."""
+    res = tmp_path / "benchmarks" / "results"
+    (res / "experiments").mkdir(parents=True)
+    (tmp_path / "p.pt").write_bytes(b"weights")
+    card = {"schema": results.RECORD_SCHEMA, "title": "p", "policy": "p.pt", "command": "c", "seed": 0}
+    card |= {"machine": {}, "date": "2026-12-07", "source": "s", "tables": []}
+    (res / "experiments" / "p.json").write_text(json.dumps(card))
+    with pytest.raises(
+        results.ResultFileError, match=r"p\.json: no tables, and no result file evaluates p\.pt"
+    ):
+        results.pages(tmp_path)
+    terrain = {"kind": "stairs_up", "level": 3, "parameter": "step_height_m", "parameter_value": 0.1}
+    terrain |= {"speed_mps": 0.5, "episodes": 8, "traverse_m": 3.5, "successes": 7, "success_rate": 0.875}
+    for k in ("success_rate", "fall_rate", "stall_rate", "lin_vel_error_mps"):
+        terrain |= {k: terrain.get(k, 0.0), k.replace("_mps", "") + "_ci95": [0.0, 1.0]}
+    evaluation = {"command": "eval go1", "checkpoint": "p.pt (shipped)", "seed": 0, "terrain": [terrain]}
+    (res / "go1_p_eval.json").write_text(json.dumps(evaluation))
+    pages = results.pages(tmp_path)
+    text = pages["results/p.md"]
+    assert "## Measured\n" in text and "Measured when it was made" not in text
+    assert "| stairs_up | 3 | step_height_m 0.1 | 0.5 | 8 | 0.875 [0.000, 1.000] |" in text
+    assert "10 cm stairs up 0.875" in pages["results/index.md"]  # the headline, linked to its section
+
+
 def test_the_shipped_policy_has_a_model_card_with_its_recipe_and_hash() -> None:
     """Every shipped policy file has a model card, and the card's SHA-256 is the file's."""
     pages = results.pages(ROOT)

@@ -3,9 +3,9 @@
 from its config dataclass in ``cli.go1_train_flags``), and for each the one mapping of them onto its
 job's argument dataclass (``scenefactory.go1.jobs``; ``go1.chain`` for ``train go1 --recipe``).
 
-When ``--checkpoint`` is omitted, eval, render and export use the policy shipped in the package
-(``scenefactory/go1/policies/go1_whole_body.pt``); ``--checkpoint rough`` names the shipped
-rough-terrain policy (``go1.jobs.SHIPPED_POLICIES``).
+When ``--checkpoint`` is omitted, eval, render and export (and deploy, without ``--policy``) use the
+policy shipped in the package (``scenefactory/go1/policies/go1_whole_body.pt``); ``--checkpoint
+rough`` names the shipped rough-terrain policy (``go1.jobs.SHIPPED_POLICIES``).
 
 The job module is imported when a command runs, not with this module: it loads the Go1 stack
 (MuJoCo models, rsl-rl, ONNX), which ``scenefactory --help`` and a refused flag do without.
@@ -191,8 +191,8 @@ def add_commands(sub: Any) -> None:
     eg.add_argument(
         "--half-precision",
         action="store_true",
-        help="policy.pt with its weight matrices in float16, LZMA-compressed (a 25-frame actor: 1.35 MB "
-        "-> about 0.55 MB); the ONNX is exported from the same rounded weights",
+        help="policy.pt with its weight matrices in float16, LZMA-compressed (a 25-frame actor: 1.34 MB "
+        "-> 0.58 MB); the ONNX is exported from the same rounded weights",
     )
     d = sub.add_parser("deploy", help="run an exported policy on a robot interface with onnxruntime")
     dt = d.add_subparsers(dest="task", required=True)
