@@ -82,8 +82,8 @@ def test_getting_started_commands_run_as_written(
     monkeypatch.chdir(tmp_path)
     page = ROOT / "docs" / "getting-started.md"
     go1 = page_commands(page, "go1")
-    assert [w[:2] for w in go1] == [["eval", "go1"], ["render", "go1"]]
-    for words in page_commands(page) + go1[:1]:
+    assert [w[:2] for w in go1] == [["eval", "go1"], ["render", "go1"], ["eval", "go1"]]
+    for words in [*page_commands(page), go1[0], go1[2]]:
         assert main(at_test_size(words)) == 0, words
     # render go1 is run end to end by tests/go1/test_go1_terrain.py (5 s of rendering): here its flags
     # are checked against the parser as written on the page
@@ -96,6 +96,8 @@ def test_getting_started_commands_run_as_written(
     assert metrics["episodes"] > 0 and "goal_reach_rate_ci95" in metrics
     assert (run / "episodes.gif").stat().st_size > 0
     assert json.loads((tmp_path / "runs" / "go1_eval" / "metrics.json").read_text())
+    rough = json.loads((tmp_path / "runs" / "go1_rough_eval" / "metrics.json").read_text())
+    assert [r["kind"] for r in rough["terrain"]] == ["stairs_up", "stairs_up"]  # at 0.5 and 1.0 m/s
 
 
 def documented_commands() -> list[tuple[str, list[str]]]:
